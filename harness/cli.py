@@ -1,0 +1,74 @@
+"""The `wrack` command line: subcommands, exit codes, one-line errors.
+
+Exit codes (DESIGN.md, as in Jepsen): 0 valid, 1 invalid, 2 unknown, 254 bad arguments
+or input, 255 crash. Bad input never shows a traceback: `InputError` becomes
+``wrack: error: FILE:LINE: message``. Set WRACK_DEBUG=1 to see tracebacks of crashes.
+
+Each subcommand lives in its own module with `add_parser(subparsers)` and
+`run(args) -> int`; modules keep their top-level imports light so that `wrack check`
+starts fast, and import heavy libraries inside `run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from harness.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
+
+# name -> module implementing add_parser/run. Order is the order of `wrack --help`.
+COMMANDS: dict[str, str] = {
+    "check": "harness.cmd_check",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 254 (bad arguments) instead of 2, with a one-line message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="wrack", description="Fault-injection testing for replicated logs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for modname in COMMANDS.values():
+        mod = importlib.import_module(modname)
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except InputError as e:
+        sys.stderr.write(f"wrack: error: {e}\n")
+        code = EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("wrack: interrupted\n")
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    except Exception as e:  # noqa: BLE001 - a crash: one line, traceback on request
+        if os.environ.get("WRACK_DEBUG"):
+            traceback.print_exc()
+        sys.stderr.write(f"wrack: internal error: {type(e).__name__}: {e} (WRACK_DEBUG=1 shows the traceback)\n")
+        code = EXIT_CRASH
+    sys.stdout.flush()
+    return code
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
