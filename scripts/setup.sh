@@ -40,6 +40,6 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
 echo "setup: installing Python dependencies into $VENV"
-"$VENV/bin/python" -m pip install -q -e '.[dev]'
+"$VENV/bin/python" -m pip install -q -e '.[harness,dev]'
 echo "$want" > "$STAMP"
 echo "setup: done"
