@@ -1,0 +1,178 @@
+"""The run report: one self-contained HTML file that opens offline.
+
+`render_report(data)` is a pure function from a run's loaded contents to HTML:
+verdict first, then the configuration, the anomalies with their explanations and the
+ops involved, the plots (embedded PNGs), the timeline (embedded as an iframe `srcdoc`),
+per-node logs, and the expected-anomaly policy that was applied. Everything is
+autoescaped: payload values from the history stay text, never markup. No external
+resource is referenced (no CDN, no file links needed to render).
+
+`write_report(run_dir)` loads a run folder (DESIGN.md layout) and writes
+`report.html` into it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LOG_TAIL_LINES = 400
+PLOT_TITLES = {
+    "latency-raw": "Latency of every op",
+    "latency-quantiles": "Latency quantiles",
+    "rate": "Throughput",
+    "realtime-lag": "Realtime lag",
+    "unseen": "Unseen acknowledged sends",
+    "clock-skew": "Clock offsets",
+}
+
+
+@dataclass
+class RunData:
+    """What a report shows; every field optional except the test options."""
+
+    test: dict[str, Any]
+    results: dict[str, Any] | None = None
+    plots: list[tuple[str, bytes]] = field(default_factory=list)  # (name, PNG bytes)
+    timeline_html: str | None = None
+    logs: dict[str, str] = field(default_factory=dict)  # node -> log tail
+    run_dir: str = ""
+
+
+def verdict_word(valid: Any) -> str:
+    if valid is True:
+        return "valid"
+    if valid is False:
+        return "invalid"
+    return "unknown"
+
+
+def load_run(run_dir: str | os.PathLike[str]) -> RunData:
+    """Load what a report needs from a run folder; missing pieces are simply absent."""
+    d = Path(run_dir)
+    test = _read_json(d / "test.json") or {"name": d.parent.name}
+    results = _read_json(d / "results.json")
+    plots: list[tuple[str, bytes]] = []
+    for sub in (d / "plots", d):
+        if sub.is_dir():
+            for p in sorted(sub.glob("*.png")):
+                plots.append((p.stem, p.read_bytes()))
+    timeline = None
+    for cand in (d / "plots" / "timeline.html", d / "timeline.html"):
+        if cand.is_file():
+            timeline = cand.read_text(errors="replace")
+            break
+    logs: dict[str, str] = {}
+    nodes = d / "nodes"
+    if nodes.is_dir():
+        for node in sorted(p for p in nodes.iterdir() if p.is_dir()):
+            for log in sorted(node.glob("*.log")):
+                logs[f"{node.name}/{log.name}"] = _tail(log, LOG_TAIL_LINES)
+    return RunData(test=test, results=results, plots=plots, timeline_html=timeline, logs=logs,
+                   run_dir=str(d))
+
+
+def write_report(run_dir: str | os.PathLike[str]) -> Path:
+    """Render `report.html` for a run folder and return its path."""
+    data = load_run(run_dir)
+    out = Path(run_dir) / "report.html"
+    tmp = out.with_suffix(".html.tmp")
+    tmp.write_text(render_report(data))
+    os.replace(tmp, out)
+    return out
+
+
+def _read_json(p: Path) -> dict[str, Any] | None:
+    try:
+        with open(p) as f:
+            v = json.load(f)
+        return v if isinstance(v, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _tail(p: Path, n: int) -> str:
+    try:
+        with open(p, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 256 * 1024))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+def render_report(data: RunData) -> str:
+    """The report's HTML (a pure function of `data`)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+    results = data.results or {}
+    valid = results.get("valid", "unknown") if data.results is not None else "unknown"
+    anomalies = []
+    allowed = set(results.get("allowed") or results.get("allowed_types") or [])
+    for kind in results.get("anomaly_types") or sorted((results.get("anomalies") or {}).keys()):
+        examples = (results.get("anomalies") or {}).get(kind)
+        count = (results.get("anomaly_counts") or {}).get(kind)
+        if isinstance(examples, dict) and "count" in examples:  # condensed form {count, examples}
+            count = examples.get("count", count)
+            examples = examples.get("examples") or examples.get("errs") or []
+        if not isinstance(examples, list):
+            examples = [examples] if examples is not None else []
+        anomalies.append({
+            "kind": kind,
+            "allowed": kind in allowed,
+            "count": count if count is not None else len(examples),
+            "examples": [_example(e) for e in examples[:20]],
+        })
+    plots = [
+        {"name": name, "title": PLOT_TITLES.get(name, name.replace("-", " ").capitalize()),
+         "src": "data:image/png;base64," + base64.b64encode(png).decode()}
+        for name, png in data.plots
+    ]
+    options = data.test.get("options") if isinstance(data.test.get("options"), dict) else {
+        k: v for k, v in data.test.items() if k not in ("versions",)}
+    other = {k: v for k, v in results.items()
+             if k not in ("valid", "anomaly_types", "anomalies", "allowed", "allowed_types")}
+    tmpl = env.get_template("report.html.j2")
+    return tmpl.render(
+        test=data.test,
+        name=data.test.get("name", "run"),
+        verdict=verdict_word(valid),
+        options=options,
+        versions=data.test.get("versions") or {},
+        anomalies=anomalies,
+        allowed=sorted(allowed),
+        plots=plots,
+        timeline_srcdoc=data.timeline_html,
+        logs=data.logs,
+        other_results=other,
+        run_dir=data.run_dir,
+    )
+
+
+def _example(e: Any) -> dict[str, Any]:
+    """One anomaly example as (sentence, ops, rest) for the template."""
+    if isinstance(e, dict):
+        sentence = e.get("explanation") or e.get("message") or e.get("description") or ""
+        ops = e.get("ops") or e.get("op_indices") or e.get("indices") or []
+        rest = {k: v for k, v in e.items() if k not in ("explanation", "message", "description", "ops",
+                                                          "op_indices", "indices")}
+        return {"sentence": sentence, "ops": ops, "rest": rest}
+    return {"sentence": str(e), "ops": [], "rest": {}}
+
+
+def escape(s: str) -> str:
+    """HTML-escape a string (exposed for callers that build fragments by hand)."""
+    return html.escape(s, quote=True)
