@@ -1,0 +1,472 @@
+"""The broker: lifecycle with the controller, metadata, and the replica manager.
+
+Sans-IO. The shell creates `Broker(config, log_factory, incarnation_id,
+previous_broker_epoch, hwm_checkpoint)`, calls `start(now)`, then `handle(src, msg, now)`
+for every message and `tick(now)` whenever `next_deadline()` passes; each returns
+`Actions` (messages to send, checkpoints to write, shutdown to perform).
+
+Lifecycle (seed 003 section 8): STARTING (registering) -> RECOVERY (registered, fenced,
+catching up with metadata) -> RUNNING (unfenced) -> PENDING_CONTROLLED_SHUTDOWN ->
+SHUT_DOWN. Replica fetching: one fetch in flight per leader broker, covering every
+partition this broker follows on it; the leader parks a fetch that has nothing to return
+until records arrive, the HWM moves, or `max_wait_ms` passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from broker.core import safeguards as sg
+from broker.core.messages import (
+    NO_LEADER,
+    Actions,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    CheckpointHighWatermarks,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    GetReplicaLogInfoRequest,
+    GetReplicaLogInfoResponse,
+    MetadataFetchRequest,
+    MetadataFetchResponse,
+    MetadataRequest,
+    MetadataResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    PartitionMetadata,
+    ProduceRequest,
+    ProduceResponse,
+    ShutdownComplete,
+    TopicPartition,
+)
+from broker.core.metadata import MetadataImage, PartitionChangeRecord, PartitionRecord
+from broker.core.replica import FOLLOWER, LEADER, PartitionReplica, ReplicaEvents, ReplicaSettings
+from broker.logapi import PartitionLog
+
+STARTING = "STARTING"
+RECOVERY = "RECOVERY"
+RUNNING = "RUNNING"
+PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
+SHUT_DOWN = "SHUT_DOWN"
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int
+    controller_id: int = 0
+    broker_heartbeat_interval_ms: int = 2000
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_backoff_ms: int = 1000
+    request_timeout_ms: int = 30000
+    metadata_max_wait_ms: int = 500
+    hw_checkpoint_interval_ms: int = 5000
+    min_insync_replicas: int = 1
+    safeguards: sg.SafeguardSet = sg.ALL_ON
+
+
+@dataclass(slots=True)
+class _Fetcher:
+    correlation_id: int = -1
+    sent_at: int = 0
+    sent: dict[TopicPartition, FetchPartition] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Parked:
+    src: int
+    request: FetchRequest
+    deadline: int
+
+
+class Broker:
+    """One broker's protocol state (all its partitions)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        log_factory: Callable[[TopicPartition], PartitionLog],
+        incarnation_id: str,
+        previous_broker_epoch: int = -1,
+        hwm_checkpoint: dict[TopicPartition, int] | None = None,
+    ) -> None:
+        self.config = config
+        self.id = config.node_id
+        self._log_factory = log_factory
+        self.incarnation_id = incarnation_id
+        self.previous_broker_epoch = previous_broker_epoch
+        self._hwm_checkpoint = dict(hwm_checkpoint or {})
+        self.state = STARTING
+        self.broker_epoch = -1
+        self.image = MetadataImage()
+        self.partitions: dict[TopicPartition, PartitionReplica] = {}
+        self._cid = 0
+        self._registration_at: int | None = None  # in flight since / retry at
+        self._registration_cid = -1
+        self._heartbeat_cid = -1
+        self._heartbeat_sent = 0
+        self._next_heartbeat = 0
+        self._metadata_cid = -1
+        self._metadata_sent = 0
+        self._fetchers: dict[int, _Fetcher] = {}
+        self._parked: list[_Parked] = []
+        self._next_isr_check = 0
+        self._next_checkpoint = 0
+        self._want_shutdown = False
+
+    def _id(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    # ------------------------------------------------------------ entry points
+    def start(self, now: int) -> Actions:
+        acts = Actions()
+        self._register(now, acts)
+        self._next_checkpoint = now + self.config.hw_checkpoint_interval_ms
+        self._next_isr_check = now + self.config.replica_lag_time_max_ms // 2
+        return acts
+
+    def begin_controlled_shutdown(self, now: int) -> Actions:
+        """Ask the controller to move leadership away; ShutdownComplete follows."""
+        acts = Actions()
+        self._want_shutdown = True
+        if self.state in (RECOVERY, RUNNING):
+            self.state = PENDING_CONTROLLED_SHUTDOWN
+            self._send_heartbeat(now, acts)
+        elif self.state == STARTING:
+            self.state = SHUT_DOWN
+            acts.other.append(ShutdownComplete(self.broker_epoch))
+        return acts
+
+    def handle(self, src: int | str, msg: object, now: int) -> Actions:
+        acts = Actions()
+        if self.state == SHUT_DOWN:
+            return acts
+        if isinstance(msg, FetchRequest):
+            self._on_fetch(src, msg, now, acts)  # type: ignore[arg-type]
+        elif isinstance(msg, FetchResponse):
+            self._on_fetch_response(src, msg, now, acts)  # type: ignore[arg-type]
+        elif isinstance(msg, ProduceRequest):
+            self._on_produce(src, msg, now, acts)
+        elif isinstance(msg, MetadataFetchResponse):
+            self._on_metadata(msg, now, acts)
+        elif isinstance(msg, BrokerHeartbeatResponse):
+            self._on_heartbeat_response(msg, now, acts)
+        elif isinstance(msg, BrokerRegistrationResponse):
+            self._on_registration_response(msg, now, acts)
+        elif isinstance(msg, AlterPartitionResponse):
+            self._on_alter_response(msg, now, acts)
+        elif isinstance(msg, MetadataRequest):
+            acts.send(src, self._metadata_for_client(msg))
+        elif isinstance(msg, OffsetsForLeaderEpochRequest):
+            acts.send(src, self._on_offsets_for_leader_epoch(msg))
+        elif isinstance(msg, GetReplicaLogInfoRequest):
+            acts.send(src, self._on_log_info(msg))
+        else:
+            raise TypeError(f"broker cannot handle {type(msg).__name__}")
+        return acts
+
+    def tick(self, now: int) -> Actions:
+        acts = Actions()
+        if self.state == SHUT_DOWN:
+            return acts
+        c = self.config
+        if self.state == STARTING:
+            if self._registration_at is not None and now >= self._registration_at:
+                self._register(now, acts)
+            return acts
+        if now >= self._next_heartbeat:
+            self._send_heartbeat(now, acts)
+        if self._metadata_cid < 0 or now - self._metadata_sent >= c.request_timeout_ms:
+            self._send_metadata_fetch(now, acts)
+        for leader, f in self._fetchers.items():
+            if f.correlation_id >= 0 and now - f.sent_at >= c.request_timeout_ms:
+                f.correlation_id = -1
+                for tp in f.sent:
+                    r = self.partitions.get(tp)
+                    if r is not None and r.leader_id == leader:
+                        r.fetch_backoff_until = now
+        self._wake_parked(now, acts, None, expired_only=True)
+        ev = ReplicaEvents()
+        if now >= self._next_isr_check:
+            self._next_isr_check = now + c.replica_lag_time_max_ms // 2
+            for r in self.partitions.values():
+                r.maybe_shrink_isr(self.image, now, ev)
+                self._flush(r, ev, now, acts)
+                ev = ReplicaEvents()
+        for r in self.partitions.values():
+            if r.role == LEADER:
+                r.alter_timed_out(now, c.request_timeout_ms)
+                r.expire_produces(now, ev)
+                if r.pending_alter is None:
+                    r.maybe_advance_hwm(now, ev)
+                self._flush(r, ev, now, acts)
+                ev = ReplicaEvents()
+        if now >= self._next_checkpoint:
+            self._next_checkpoint = now + c.hw_checkpoint_interval_ms
+            acts.other.append(CheckpointHighWatermarks({tp: r.high_watermark for tp, r in self.partitions.items()}))
+        self._send_fetches(now, acts)
+        return acts
+
+    def next_deadline(self) -> int | None:
+        if self.state == SHUT_DOWN:
+            return None
+        c = self.config
+        if self.state == STARTING:
+            return self._registration_at
+        ds = [self._next_checkpoint, self._next_isr_check]
+        ds.append(self._next_heartbeat)
+        ds.append(self._metadata_sent + c.request_timeout_ms if self._metadata_cid >= 0 else 0)
+        for f in self._fetchers.values():
+            if f.correlation_id >= 0:
+                ds.append(f.sent_at + c.request_timeout_ms)
+        ds.extend(p.deadline for p in self._parked)
+        for r in self.partitions.values():
+            if r.role == LEADER:
+                if r.pending_alter is not None:
+                    ds.append(r.pending_alter.sent_at + c.request_timeout_ms)
+                ds.extend(p.deadline for p in r.pending_produce)
+            elif r.role == FOLLOWER and r.fetch_backoff_until > 0:
+                f = self._fetchers.get(r.leader_id)
+                if f is None or f.correlation_id < 0:
+                    ds.append(r.fetch_backoff_until)
+        return min(ds)
+
+    # ------------------------------------------------------------ controller: registration, heartbeat
+    def _register(self, now: int, acts: Actions) -> None:
+        self._registration_cid = self._id()
+        self._registration_at = now + self.config.request_timeout_ms
+        acts.send(
+            self.config.controller_id,
+            BrokerRegistrationRequest(self._registration_cid, self.id, self.incarnation_id, self.previous_broker_epoch),
+        )
+
+    def _on_registration_response(self, msg: BrokerRegistrationResponse, now: int, acts: Actions) -> None:
+        if msg.correlation_id != self._registration_cid or self.state != STARTING:
+            return
+        if msg.error is not ErrorCode.none:
+            self._registration_at = now + self.config.broker_heartbeat_interval_ms
+            return
+        self.broker_epoch = msg.broker_epoch
+        self._registration_at = None
+        self.state = PENDING_CONTROLLED_SHUTDOWN if self._want_shutdown else RECOVERY
+        self._send_heartbeat(now, acts)
+        self._send_metadata_fetch(now, acts)
+
+    def _send_heartbeat(self, now: int, acts: Actions) -> None:
+        self._heartbeat_cid = self._id()
+        self._heartbeat_sent = now
+        self._next_heartbeat = now + self.config.broker_heartbeat_interval_ms
+        acts.send(
+            self.config.controller_id,
+            BrokerHeartbeatRequest(
+                self._heartbeat_cid, self.id, self.broker_epoch, self.image.next_offset - 1,
+                want_fence=False, want_shut_down=self.state == PENDING_CONTROLLED_SHUTDOWN,
+            ),
+        )
+
+    def _on_heartbeat_response(self, msg: BrokerHeartbeatResponse, now: int, acts: Actions) -> None:
+        if msg.correlation_id != self._heartbeat_cid:
+            return
+        self._heartbeat_cid = -1
+        if msg.error is ErrorCode.stale_broker_epoch:
+            self.state = STARTING
+            self._register(now, acts)
+            return
+        if msg.error is not ErrorCode.none:
+            return
+        if self.state == PENDING_CONTROLLED_SHUTDOWN:
+            if msg.should_shut_down:
+                self.state = SHUT_DOWN
+                acts.other.append(ShutdownComplete(self.broker_epoch))
+            else:
+                self._next_heartbeat = min(self._next_heartbeat, now + 50)
+            return
+        self.state = RECOVERY if msg.is_fenced else RUNNING
+        if msg.is_fenced and msg.is_caught_up:
+            self._next_heartbeat = min(self._next_heartbeat, now + 50)  # ask to be unfenced soon
+
+    # ------------------------------------------------------------ metadata
+    def _send_metadata_fetch(self, now: int, acts: Actions) -> None:
+        self._metadata_cid = self._id()
+        self._metadata_sent = now
+        acts.send(
+            self.config.controller_id,
+            MetadataFetchRequest(self._metadata_cid, self.id, self.image.next_offset, self.config.metadata_max_wait_ms),
+        )
+
+    def _on_metadata(self, msg: MetadataFetchResponse, now: int, acts: Actions) -> None:
+        if msg.correlation_id != self._metadata_cid:
+            return
+        self._metadata_cid = -1
+        touched: dict[TopicPartition, None] = {}
+        off = self.image.next_offset
+        for rec in msg.records:
+            self.image.apply(off, rec)
+            off += 1
+            if isinstance(rec, PartitionRecord | PartitionChangeRecord):
+                touched[rec.tp] = None
+        for tp in touched:
+            self._apply_partition(tp, now, acts)
+        if self.state in (RECOVERY, RUNNING, PENDING_CONTROLLED_SHUTDOWN):
+            self._send_metadata_fetch(now, acts)
+        if touched:
+            self._wake_parked(now, acts, set(touched))
+            self._send_fetches(now, acts)
+
+    def partition_guards(self, topic: str) -> sg.SafeguardSet:
+        return self.config.safeguards.union(sg.parse_config(self.image.topic_config(topic, "wrack.safeguards.off", "")))
+
+    def _apply_partition(self, tp: TopicPartition, now: int, acts: Actions) -> None:
+        reg = self.image.partitions[tp]
+        r = self.partitions.get(tp)
+        if r is None:
+            if self.id not in reg.replicas:
+                return
+            guards = self.partition_guards(tp.topic)
+            min_isr = int(self.image.topic_config(tp.topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
+            log = self._log_factory(tp)
+            hwm = self._hwm_checkpoint.get(tp, 0)
+            if not guards.on(sg.EPOCH_TRUNCATION):
+                log.truncate_to(hwm)  # pre-KIP-101: truncate to the checkpointed HW on restart
+            settings = ReplicaSettings(self.id, self.config.replica_lag_time_max_ms, min_isr, guards)
+            r = self.partitions[tp] = PartitionReplica(tp, log, settings, self._id, hwm)
+        ev = ReplicaEvents()
+        r.apply_registration(reg, self.image, now, ev)
+        self._flush(r, ev, now, acts)
+
+    # ------------------------------------------------------------ replica events
+    def _flush(self, r: PartitionReplica, ev: ReplicaEvents, now: int, acts: Actions) -> None:
+        for client, resp in ev.produce_responses:
+            acts.send(client, resp)
+        if ev.alter_partition is not None:
+            acts.send(self.config.controller_id, ev.alter_partition)
+        if ev.hwm_changed or ev.appended:
+            self._wake_parked(now, acts, {r.tp})
+
+    def _on_alter_response(self, msg: AlterPartitionResponse, now: int, acts: Actions) -> None:
+        r = self.partitions.get(msg.tp)
+        if r is None:
+            return
+        ev = ReplicaEvents()
+        r.handle_alter_response(
+            msg.correlation_id, msg.error, msg.isr, msg.partition_epoch, msg.leader_epoch, msg.leader_recovery_state, now, ev
+        )
+        self._flush(r, ev, now, acts)
+
+    # ------------------------------------------------------------ produce
+    def _on_produce(self, src: int | str, msg: ProduceRequest, now: int, acts: Actions) -> None:
+        r = self.partitions.get(msg.tp)
+        if r is None:
+            acts.send(src, ProduceResponse(msg.correlation_id, msg.tp, ErrorCode.not_leader_or_follower))
+            return
+        ev = ReplicaEvents()
+        resp = r.append_produce(src, msg.correlation_id, msg.acks, msg.records, msg.timeout_ms, now, ev)
+        if resp is not None and msg.acks != 0:
+            acts.send(src, resp)
+        self._flush(r, ev, now, acts)
+
+    # ------------------------------------------------------------ fetch: leader side
+    def _serve_fetch(self, req: FetchRequest, now: int, acts: Actions) -> tuple[FetchResponse, bool]:
+        """Evaluate a fetch; returns (response, worth sending now)."""
+        out = []
+        interesting = req.replica_id < 0 or req.max_wait_ms <= 0
+        for p in req.partitions:
+            r = self.partitions.get(p.tp)
+            if r is None:
+                out.append(FetchPartitionResponse(p.tp, ErrorCode.not_leader_or_follower))
+                interesting = True
+                continue
+            if req.replica_id < 0:
+                err = r.check_leader_epoch(p.current_leader_epoch)
+                out.append(r.consumer_read(p.fetch_offset, p.partition_max_bytes) if err is ErrorCode.none else r._error(err))
+                continue
+            ev = ReplicaEvents()
+            resp = r.handle_follower_fetch(req.replica_id, req.replica_epoch, p, self.image, now, ev)
+            self._flush(r, ev, now, acts)
+            out.append(resp)
+            if resp.error is not ErrorCode.none or resp.records or resp.diverging_epoch is not None:
+                interesting = True
+        return FetchResponse(req.correlation_id, tuple(out)), interesting
+
+    def _on_fetch(self, src: int, req: FetchRequest, now: int, acts: Actions) -> None:
+        self._parked = [p for p in self._parked if p.src != src or req.replica_id < 0]
+        resp, send_now = self._serve_fetch(req, now, acts)
+        if send_now:
+            acts.send(src, resp)
+        else:
+            self._parked.append(_Parked(src, req, now + req.max_wait_ms))
+
+    def _wake_parked(self, now: int, acts: Actions, tps: set[TopicPartition] | None, expired_only: bool = False) -> None:
+        if not self._parked:
+            return
+        keep, wake = [], []
+        for p in self._parked:
+            hit = now >= p.deadline if expired_only else any(fp.tp in tps for fp in p.request.partitions)  # type: ignore[operator]
+            (wake if hit else keep).append(p)
+        self._parked = keep
+        for p in wake:
+            resp, _ = self._serve_fetch(p.request, now, acts)
+            acts.send(p.src, resp)
+
+    # ------------------------------------------------------------ fetch: follower side
+    def _send_fetches(self, now: int, acts: Actions) -> None:
+        if self.broker_epoch < 0 or self.state == SHUT_DOWN:
+            return
+        by_leader: dict[int, dict[TopicPartition, FetchPartition]] = {}
+        for tp, r in self.partitions.items():
+            if r.role == FOLLOWER and r.leader_id not in (NO_LEADER, self.id) and now >= r.fetch_backoff_until:
+                by_leader.setdefault(r.leader_id, {})[tp] = r.fetch_partition()
+                r.fetch_backoff_until = 0
+        for leader, parts in by_leader.items():
+            f = self._fetchers.setdefault(leader, _Fetcher())
+            if f.correlation_id >= 0:
+                continue
+            f.correlation_id, f.sent_at, f.sent = self._id(), now, parts
+            acts.send(
+                leader,
+                FetchRequest(f.correlation_id, self.id, self.broker_epoch, tuple(parts.values()), self.config.replica_fetch_wait_max_ms),
+            )
+
+    def _on_fetch_response(self, src: int, msg: FetchResponse, now: int, acts: Actions) -> None:
+        f = self._fetchers.get(src)
+        if f is None or f.correlation_id != msg.correlation_id:
+            return
+        f.correlation_id = -1
+        for pr in msg.partitions:
+            r = self.partitions.get(pr.tp)
+            sent = f.sent.get(pr.tp)
+            if r is not None and sent is not None and r.leader_id == src:
+                r.handle_fetch_response(sent, pr, now, self.config.replica_fetch_backoff_ms)
+        self._send_fetches(now, acts)
+
+    # ------------------------------------------------------------ small requests
+    def _on_offsets_for_leader_epoch(self, msg: OffsetsForLeaderEpochRequest) -> OffsetsForLeaderEpochResponse:
+        r = self.partitions.get(msg.tp)
+        if r is None:
+            return OffsetsForLeaderEpochResponse(msg.correlation_id, msg.tp, ErrorCode.not_leader_or_follower)
+        err, eo = r.end_offset_for_epoch(msg.current_leader_epoch, msg.leader_epoch)
+        return OffsetsForLeaderEpochResponse(msg.correlation_id, msg.tp, err, eo.epoch, eo.end_offset)
+
+    def _on_log_info(self, msg: GetReplicaLogInfoRequest) -> GetReplicaLogInfoResponse:
+        r = self.partitions.get(msg.tp)
+        if r is None:
+            return GetReplicaLogInfoResponse(msg.correlation_id, msg.tp, self.id, self.broker_epoch, -1, -1, ErrorCode.unknown_topic_or_partition)
+        return GetReplicaLogInfoResponse(msg.correlation_id, msg.tp, self.id, self.broker_epoch, r.log.latest_epoch(), r.log.log_end_offset)
+
+    def _metadata_for_client(self, msg: MetadataRequest) -> MetadataResponse:
+        parts = tuple(
+            PartitionMetadata(tp, reg.leader, reg.leader_epoch, reg.replicas, reg.isr, reg.elr)
+            for tp, reg in self.image.partitions.items()
+            if msg.topics is None or tp.topic in msg.topics
+        )
+        brokers = tuple(sorted(b for b, info in self.image.brokers.items() if not info.fenced))
+        return MetadataResponse(msg.correlation_id, brokers, parts, self.config.controller_id)

@@ -1,0 +1,517 @@
+"""The controller: broker registrations, heartbeats and fencing, topics, partition
+changes, elections and unclean recovery, all written to the metadata log.
+
+Sans-IO: `handle(src, message, now_ms)` and `tick(now_ms)` return `Actions` (responses
+and requests to send); `next_deadline()` says when `tick` must be called next. Records go
+through a `MetadataQuorum` (`LocalMetadataQuorum` commits at once; a Raft quorum can take
+its place: requests are answered only once their records are committed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+from broker.core import safeguards as sg
+from broker.core.election import ElectionPolicy, change_partition
+from broker.core.messages import (
+    NO_LEADER,
+    Actions,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    CreateTopicRequest,
+    CreateTopicResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    GetReplicaLogInfoRequest,
+    GetReplicaLogInfoResponse,
+    MetadataFetchRequest,
+    MetadataFetchResponse,
+    TopicPartition,
+)
+from broker.core.metadata import (
+    RECOVERED,
+    RECOVERING,
+    BrokerRegistrationChangeRecord,
+    MetadataImage,
+    MetadataLog,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    PartitionRegistration,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from broker.core.placement import PlacementError, assign_replicas
+
+RECOVERY_STRATEGIES = ("balanced", "proactive", "manual")
+TOPIC_CONFIG_KEYS = {
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "unclean.recovery.strategy",
+    "wrack.safeguards.off",
+}
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    node_id: int = 0
+    broker_session_timeout_ms: int = 9000
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    unclean_recovery_strategy: str = "balanced"
+    unclean_recovery_timeout_ms: int = 5000
+    proactive_recovery_wait_ms: int = 1000
+    max_metadata_records_per_fetch: int = 1000
+    safeguards: sg.SafeguardSet = sg.ALL_ON
+
+
+class MetadataQuorum(Protocol):
+    """Where the controller's records go. A Raft quorum would commit asynchronously."""
+
+    @property
+    def end_offset(self) -> int: ...
+
+    @property
+    def committed_offset(self) -> int: ...
+
+    def append(self, record: MetadataRecord) -> int: ...
+
+    def read_from(self, offset: int, max_records: int) -> tuple[MetadataRecord, ...]: ...
+
+
+class LocalMetadataQuorum:
+    """A single voter: appended records are committed at once (the shell persists them
+    to the metadata log file before delivering the returned actions)."""
+
+    def __init__(self, log: MetadataLog | None = None) -> None:
+        self.log = log or MetadataLog()
+
+    @property
+    def end_offset(self) -> int:
+        return self.log.end_offset
+
+    @property
+    def committed_offset(self) -> int:
+        return self.log.end_offset
+
+    def append(self, record: MetadataRecord) -> int:
+        return self.log.append(record)
+
+    def read_from(self, offset: int, max_records: int) -> tuple[MetadataRecord, ...]:
+        return self.log.read_from(offset, max_records)
+
+
+@dataclass
+class _ParkedFetch:
+    src: int
+    request: MetadataFetchRequest
+    deadline: int
+
+
+@dataclass
+class _RecoveryRound:
+    """One unclean-recovery log inspection (KIP-966 GetReplicaLogInfo)."""
+
+    strategy: str
+    candidates: tuple[int, ...]
+    deadline: int
+    replies: dict[int, GetReplicaLogInfoResponse] = field(default_factory=dict)
+    correlation: dict[int, int] = field(default_factory=dict)  # broker -> correlation id
+
+
+@dataclass(frozen=True, slots=True)
+class UncleanRecoveryEvent:
+    """Reported (in `Controller.events`) for every unclean election: potential data loss."""
+
+    time_ms: int
+    tp: TopicPartition
+    leader: int
+    how: str
+
+
+class Controller:
+    """The active controller (one per cluster in this version)."""
+
+    def __init__(self, config: ControllerConfig, quorum: MetadataQuorum | None = None) -> None:
+        self.config = config
+        self.quorum: MetadataQuorum = quorum or LocalMetadataQuorum()
+        self.image = MetadataImage()
+        for off, rec in enumerate(self.quorum.read_from(0, 1 << 62)):
+            self.image.apply(off, rec)
+        self.last_heartbeat: dict[int, int] = {}
+        self.shutdown_offset: dict[int, int] = {}
+        self._parked: list[_ParkedFetch] = []
+        self._recovery: dict[TopicPartition, _RecoveryRound] = {}
+        self._next_correlation = 1
+        self.events: list[UncleanRecoveryEvent] = []
+        self._now = 0
+
+    def start(self, now_ms: int) -> Actions:
+        """Become active: every unfenced broker gets a fresh session (as on a KRaft
+        controller failover)."""
+        self._now = now_ms
+        for bid, b in self.image.brokers.items():
+            if not b.fenced:
+                self.last_heartbeat[bid] = now_ms
+        return Actions()
+
+    # ------------------------------------------------------------ records
+    def _commit(self, record: MetadataRecord, acts: Actions) -> int:
+        off = self.quorum.append(record)
+        self.image.apply(off, record)
+        self._answer_parked(acts, only_ready=True)
+        return off
+
+    def _policy(self, topic: str) -> ElectionPolicy:
+        guards = self.safeguards_for(topic)
+        unclean = (
+            self.image.topic_config(topic, "unclean.leader.election.enable", str(self.config.unclean_leader_election_enable).lower())
+            == "true"
+            or not guards.on(sg.CLEAN_ELECTION_ONLY)
+        )
+        return ElectionPolicy(min_isr=self.min_isr(topic), elr=guards.on(sg.ELR), unclean=unclean)
+
+    def min_isr(self, topic: str) -> int:
+        return int(self.image.topic_config(topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
+
+    def safeguards_for(self, topic: str) -> sg.SafeguardSet:
+        return self.config.safeguards.union(sg.parse_config(self.image.topic_config(topic, "wrack.safeguards.off", "")))
+
+    def _change(
+        self,
+        tp: TopicPartition,
+        acts: Actions,
+        *,
+        target_isr: tuple[int, ...] | set[int] | None = None,
+        unclean_shutdown: frozenset[int] = frozenset(),
+        leader_recovery_state: int | None = None,
+        force_leader: int | None = None,
+        how: str = "unclean election",
+    ) -> PartitionRegistration:
+        reg = self.image.partitions[tp]
+        res = change_partition(
+            reg,
+            target_isr=reg.isr if target_isr is None else target_isr,
+            usable=self.image.is_usable,
+            policy=self._policy(tp.topic),
+            unclean_shutdown=unclean_shutdown,
+            leader_recovery_state=leader_recovery_state,
+            force_leader=force_leader,
+        )
+        if res is None:
+            return reg
+        self._commit(PartitionChangeRecord(tp, res.registration), acts)
+        if res.unclean:
+            self.events.append(UncleanRecoveryEvent(self._now, tp, res.registration.leader, how))
+        if res.registration.leader != NO_LEADER:
+            self._recovery.pop(tp, None)
+        return res.registration
+
+    # ------------------------------------------------------------ entry points
+    def handle(self, src: int | str, msg: object, now_ms: int) -> Actions:
+        """Process one request (or a GetReplicaLogInfo response) from `src`."""
+        self._now = now_ms
+        acts = Actions()
+        if isinstance(msg, MetadataFetchRequest):
+            self._on_metadata_fetch(src, msg, now_ms, acts)  # type: ignore[arg-type]
+        elif isinstance(msg, BrokerHeartbeatRequest):
+            acts.send(src, self._on_heartbeat(msg, now_ms, acts))
+        elif isinstance(msg, BrokerRegistrationRequest):
+            acts.send(src, self._on_registration(msg, now_ms, acts))
+        elif isinstance(msg, AlterPartitionRequest):
+            acts.send(src, self._on_alter_partition(msg, acts))
+        elif isinstance(msg, CreateTopicRequest):
+            acts.send(src, self._on_create_topic(msg, acts))
+        elif isinstance(msg, ElectLeadersRequest):
+            acts.send(src, self._on_elect_leaders(msg, acts))
+        elif isinstance(msg, GetReplicaLogInfoResponse):
+            self._on_log_info(msg, acts)
+        else:
+            raise TypeError(f"controller cannot handle {type(msg).__name__}")
+        self._maybe_start_recovery(now_ms, acts)
+        return acts
+
+    def tick(self, now_ms: int) -> Actions:
+        """Fence expired sessions, time out parked fetches and recovery rounds."""
+        self._now = now_ms
+        acts = Actions()
+        for bid, b in sorted(self.image.brokers.items()):
+            if not b.fenced and now_ms - self.last_heartbeat.get(bid, now_ms) > self.config.broker_session_timeout_ms:
+                self._fence(bid, acts)
+        self._answer_parked(acts, only_ready=False, now_ms=now_ms)
+        for tp, rnd in list(self._recovery.items()):
+            if now_ms >= rnd.deadline:
+                self._finish_recovery(tp, rnd, acts, timed_out=True)
+        self._maybe_start_recovery(now_ms, acts)
+        return acts
+
+    def next_deadline(self) -> int | None:
+        ds = [p.deadline for p in self._parked] + [r.deadline for r in self._recovery.values()]
+        for bid, b in self.image.brokers.items():
+            if not b.fenced and bid in self.last_heartbeat:
+                ds.append(self.last_heartbeat[bid] + self.config.broker_session_timeout_ms + 1)
+        return min(ds) if ds else None
+
+    # ------------------------------------------------------------ metadata fetch
+    def _on_metadata_fetch(self, src: int, req: MetadataFetchRequest, now_ms: int, acts: Actions) -> None:
+        if req.fetch_offset < self.quorum.committed_offset or req.max_wait_ms <= 0:
+            acts.send(src, self._metadata_response(req))
+        else:
+            self._parked = [p for p in self._parked if p.src != src]
+            self._parked.append(_ParkedFetch(src, req, now_ms + req.max_wait_ms))
+
+    def _metadata_response(self, req: MetadataFetchRequest) -> MetadataFetchResponse:
+        end = self.quorum.committed_offset
+        n = max(0, min(end - req.fetch_offset, self.config.max_metadata_records_per_fetch))
+        return MetadataFetchResponse(req.correlation_id, self.quorum.read_from(req.fetch_offset, n), end)
+
+    def _answer_parked(self, acts: Actions, only_ready: bool, now_ms: int = 0) -> None:
+        keep = []
+        for p in self._parked:
+            ready = p.request.fetch_offset < self.quorum.committed_offset
+            if ready or (not only_ready and now_ms >= p.deadline):
+                acts.send(p.src, self._metadata_response(p.request))
+            else:
+                keep.append(p)
+        self._parked = keep
+
+    # ------------------------------------------------------------ brokers
+    def _on_registration(self, req: BrokerRegistrationRequest, now_ms: int, acts: Actions) -> BrokerRegistrationResponse:
+        b = self.image.brokers.get(req.broker_id)
+        if b is not None and b.incarnation_id == req.incarnation_id:
+            self.last_heartbeat[req.broker_id] = now_ms
+            return BrokerRegistrationResponse(req.correlation_id, ErrorCode.none, b.broker_epoch)
+        if (
+            b is not None
+            and not b.fenced
+            and now_ms - self.last_heartbeat.get(req.broker_id, now_ms) <= self.config.broker_session_timeout_ms
+        ):
+            return BrokerRegistrationResponse(req.correlation_id, ErrorCode.duplicate_broker_registration)
+        if b is not None:
+            if not b.fenced:
+                self._fence(req.broker_id, acts)
+            if req.previous_broker_epoch != b.broker_epoch:
+                self._handle_unclean_shutdown(req.broker_id, acts)
+        epoch = self.quorum.end_offset
+        self._commit(RegisterBrokerRecord(req.broker_id, epoch, req.incarnation_id, fenced=True), acts)
+        self.last_heartbeat[req.broker_id] = now_ms
+        self.shutdown_offset.pop(req.broker_id, None)
+        return BrokerRegistrationResponse(req.correlation_id, ErrorCode.none, epoch)
+
+    def _handle_unclean_shutdown(self, broker_id: int, acts: Actions) -> None:
+        """KIP-966 Unclean Exclusion: leave every ELR (for LastKnownELR); v3.5 keeps ISRs."""
+        for tp, reg in sorted(self.image.partitions.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            if broker_id in reg.elr and self._policy(tp.topic).elr:
+                self._change(tp, acts, unclean_shutdown=frozenset({broker_id}))
+
+    def _fence(self, broker_id: int, acts: Actions) -> None:
+        b = self.image.brokers[broker_id]
+        self._commit(BrokerRegistrationChangeRecord(broker_id, b.broker_epoch, fenced=True), acts)
+        self._remove_from_partitions(broker_id, acts)
+
+    def _remove_from_partitions(self, broker_id: int, acts: Actions) -> None:
+        for tp, reg in sorted(self.image.partitions.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            if broker_id in reg.isr or reg.leader == broker_id:
+                self._change(tp, acts, target_isr=tuple(r for r in reg.isr if r != broker_id))
+
+    def _on_heartbeat(self, req: BrokerHeartbeatRequest, now_ms: int, acts: Actions) -> BrokerHeartbeatResponse:
+        b = self.image.brokers.get(req.broker_id)
+        if b is None or b.broker_epoch != req.broker_epoch:
+            return BrokerHeartbeatResponse(req.correlation_id, ErrorCode.stale_broker_epoch, False, True, False)
+        self.last_heartbeat[req.broker_id] = now_ms
+        caught_up = req.current_metadata_offset >= b.broker_epoch
+        should_shut_down = False
+        if req.want_shut_down:
+            if not b.in_controlled_shutdown and not b.fenced:
+                self._commit(
+                    BrokerRegistrationChangeRecord(req.broker_id, b.broker_epoch, in_controlled_shutdown=True), acts
+                )
+                self._remove_from_partitions(req.broker_id, acts)
+                self.shutdown_offset[req.broker_id] = self.quorum.end_offset
+            done_at = self.shutdown_offset.get(req.broker_id, 0)
+            if b.fenced or req.current_metadata_offset >= done_at:
+                should_shut_down = True
+                if not b.fenced:
+                    self._commit(BrokerRegistrationChangeRecord(req.broker_id, b.broker_epoch, fenced=True), acts)
+        elif b.fenced and not req.want_fence and caught_up:
+            self._commit(BrokerRegistrationChangeRecord(req.broker_id, b.broker_epoch, fenced=False), acts)
+            self._elect_leaderless(acts)
+        elif not b.fenced and req.want_fence:
+            self._fence(req.broker_id, acts)
+        return BrokerHeartbeatResponse(req.correlation_id, ErrorCode.none, caught_up, b.fenced, should_shut_down)
+
+    def _elect_leaderless(self, acts: Actions) -> None:
+        for tp, reg in sorted(self.image.partitions.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            if reg.leader == NO_LEADER:
+                self._change(tp, acts)
+
+    # ------------------------------------------------------------ topics
+    def _on_create_topic(self, req: CreateTopicRequest, acts: Actions) -> CreateTopicResponse:
+        def fail(code: ErrorCode, text: str) -> CreateTopicResponse:
+            return CreateTopicResponse(req.correlation_id, req.name, code, text)
+
+        if req.name in self.image.topics:
+            return fail(ErrorCode.topic_already_exists, f"topic {req.name!r} already exists")
+        configs = dict(req.configs)
+        for k, v in configs.items():
+            err = _check_topic_config(k, v)
+            if err:
+                return fail(ErrorCode.invalid_config, err)
+        live = [bid for bid in self.image.brokers if self.image.is_usable(bid)]
+        try:
+            assignment = assign_replicas(live, req.num_partitions, req.replication_factor)
+        except PlacementError as e:
+            code = ErrorCode.invalid_partitions if req.num_partitions <= 0 else ErrorCode.invalid_replication_factor
+            return fail(code, str(e))
+        self._commit(TopicRecord(req.name, tuple(sorted(configs.items()))), acts)
+        for i, replicas in enumerate(assignment):
+            reg = PartitionRegistration(replicas=replicas, isr=replicas, leader=replicas[0])
+            self._commit(PartitionRecord(TopicPartition(req.name, i), reg), acts)
+        return CreateTopicResponse(req.correlation_id, req.name, ErrorCode.none)
+
+    # ------------------------------------------------------------ AlterPartition
+    def _on_alter_partition(self, req: AlterPartitionRequest, acts: Actions) -> AlterPartitionResponse:
+        err = self.validate_alter_partition(req)
+        if err is not ErrorCode.none:
+            reg = self.image.partitions.get(req.tp)
+            if reg is None:
+                return AlterPartitionResponse(req.correlation_id, req.tp, err)
+            return AlterPartitionResponse(
+                req.correlation_id, req.tp, err, reg.leader, reg.leader_epoch, reg.isr, reg.leader_recovery_state, reg.partition_epoch
+            )
+        new = self._change(
+            req.tp,
+            acts,
+            target_isr=tuple(m.broker_id for m in req.new_isr_with_epochs),
+            leader_recovery_state=req.leader_recovery_state,
+        )
+        return AlterPartitionResponse(
+            req.correlation_id, req.tp, ErrorCode.none, new.leader, new.leader_epoch, new.isr, new.leader_recovery_state, new.partition_epoch
+        )
+
+    def validate_alter_partition(self, req: AlterPartitionRequest) -> ErrorCode:
+        """Kafka's checks, in Kafka's order (notes/kafka.md 4.7), with the safeguards."""
+        guards = self.safeguards_for(req.tp.topic)
+        b = self.image.brokers.get(req.broker_id)
+        if guards.on(sg.BROKER_EPOCH_CHECK) and (b is None or b.broker_epoch != req.broker_epoch):
+            return ErrorCode.stale_broker_epoch
+        reg = self.image.partitions.get(req.tp)
+        if reg is None:
+            return ErrorCode.unknown_topic_or_partition
+        pe_check = guards.on(sg.PARTITION_EPOCH_CHECK)
+        if req.leader_epoch > reg.leader_epoch or (pe_check and req.partition_epoch > reg.partition_epoch):
+            return ErrorCode.not_controller
+        if req.leader_epoch < reg.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if req.broker_id != reg.leader:
+            return ErrorCode.invalid_request
+        if pe_check and req.partition_epoch < reg.partition_epoch:
+            return ErrorCode.invalid_update_version
+        new_isr = [m.broker_id for m in req.new_isr_with_epochs]
+        if req.broker_id not in new_isr or any(r not in reg.replicas for r in new_isr) or len(set(new_isr)) != len(new_isr):
+            return ErrorCode.invalid_request
+        if req.leader_recovery_state == RECOVERING and len(new_isr) > 1:
+            return ErrorCode.invalid_request
+        if reg.leader_recovery_state == RECOVERED and req.leader_recovery_state == RECOVERING:
+            return ErrorCode.invalid_request
+        for m in req.new_isr_with_epochs:
+            if m.broker_id in reg.isr:
+                continue
+            mb = self.image.brokers.get(m.broker_id)
+            if mb is None or mb.fenced or mb.in_controlled_shutdown:
+                return ErrorCode.ineligible_replica
+            if guards.on(sg.BROKER_EPOCH_CHECK) and m.broker_epoch not in (-1, mb.broker_epoch):
+                return ErrorCode.ineligible_replica
+        return ErrorCode.none
+
+    # ------------------------------------------------------------ elections and recovery
+    def _on_elect_leaders(self, req: ElectLeadersRequest, acts: Actions) -> ElectLeadersResponse:
+        reg = self.image.partitions.get(req.tp)
+        if reg is None:
+            return ElectLeadersResponse(req.correlation_id, req.tp, ErrorCode.unknown_topic_or_partition)
+        if reg.leader != NO_LEADER:
+            return ElectLeadersResponse(req.correlation_id, req.tp, ErrorCode.election_not_needed, reg.leader)
+        new = self._change(req.tp, acts)
+        if new.leader == NO_LEADER and req.election_type == 1:
+            for r in reg.replicas:
+                if self.image.is_usable(r):
+                    new = self._change(req.tp, acts, force_leader=r, how="manual unclean election")
+                    break
+        code = ErrorCode.none if new.leader != NO_LEADER else ErrorCode.eligible_leaders_not_available
+        return ElectLeadersResponse(req.correlation_id, req.tp, code, new.leader)
+
+    def _strategy(self, topic: str) -> str:
+        return self.image.topic_config(topic, "unclean.recovery.strategy", self.config.unclean_recovery_strategy)
+
+    def _maybe_start_recovery(self, now_ms: int, acts: Actions) -> None:
+        for tp, reg in sorted(self.image.partitions.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            if reg.leader != NO_LEADER or tp in self._recovery or reg.isr or not self._policy(tp.topic).elr:
+                continue
+            strategy = self._strategy(tp.topic)
+            if strategy == "balanced" and not reg.elr and reg.last_known_elr:
+                cands = reg.last_known_elr
+                if all(self.image.is_usable(r) for r in cands):
+                    self._start_round(tp, strategy, cands, now_ms + self.config.unclean_recovery_timeout_ms, acts)
+            elif strategy == "proactive" and not any(self.image.is_usable(r) for r in reg.elr):
+                cands = tuple(r for r in reg.replicas if self.image.is_usable(r))
+                if cands:
+                    self._start_round(tp, strategy, cands, now_ms + self.config.proactive_recovery_wait_ms, acts)
+
+    def _start_round(self, tp: TopicPartition, strategy: str, cands: tuple[int, ...], deadline: int, acts: Actions) -> None:
+        rnd = _RecoveryRound(strategy, cands, deadline)
+        for r in cands:
+            cid = self._next_correlation
+            self._next_correlation += 1
+            rnd.correlation[r] = cid
+            acts.send(r, GetReplicaLogInfoRequest(cid, tp))
+        self._recovery[tp] = rnd
+
+    def _on_log_info(self, resp: GetReplicaLogInfoResponse, acts: Actions) -> None:
+        rnd = self._recovery.get(resp.tp)
+        if rnd is None or rnd.correlation.get(resp.broker_id) != resp.correlation_id or resp.error is not ErrorCode.none:
+            return
+        rnd.replies[resp.broker_id] = resp
+        if set(rnd.replies) >= set(rnd.candidates):
+            self._finish_recovery(resp.tp, rnd, acts, timed_out=False)
+
+    def _finish_recovery(self, tp: TopicPartition, rnd: _RecoveryRound, acts: Actions, timed_out: bool) -> None:
+        del self._recovery[tp]
+        reg = self.image.partitions.get(tp)
+        if reg is None or reg.leader != NO_LEADER:
+            return
+        valid = [
+            r
+            for r in rnd.replies.values()
+            if self.image.is_usable(r.broker_id) and self.image.broker_epoch(r.broker_id) == r.broker_epoch
+        ]
+        if rnd.strategy == "balanced" and (timed_out or len(valid) < len(rnd.candidates)):
+            return  # balanced needs every LastKnownELR member's log; try again later
+        if not valid:
+            return
+        order = {b: i for i, b in enumerate(reg.replicas)}
+        best = max(valid, key=lambda r: (r.last_written_leader_epoch, r.log_end_offset, -order.get(r.broker_id, 0)))
+        self._change(tp, acts, force_leader=best.broker_id, how=f"{rnd.strategy} unclean recovery")
+
+
+def _check_topic_config(key: str, value: str) -> str:
+    if key not in TOPIC_CONFIG_KEYS:
+        return f"unknown topic config {key!r}"
+    if key == "min.insync.replicas" and (not value.isdigit() or int(value) < 1):
+        return f"min.insync.replicas must be a positive integer, got {value!r}"
+    if key == "unclean.leader.election.enable" and value not in ("true", "false"):
+        return f"unclean.leader.election.enable must be true or false, got {value!r}"
+    if key == "unclean.recovery.strategy" and value not in RECOVERY_STRATEGIES:
+        return f"unclean.recovery.strategy must be one of {', '.join(RECOVERY_STRATEGIES)}, got {value!r}"
+    if key == "wrack.safeguards.off":
+        try:
+            sg.parse_config(value)
+        except sg.UnknownSafeguard as e:
+            return str(e)
+    return ""

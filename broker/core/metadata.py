@@ -1,0 +1,190 @@
+"""The cluster metadata log: its records, their file encoding, and the materialised image.
+
+The controller appends records; brokers fetch them in order and apply them to their own
+`MetadataImage` (seed 003, 2.3.2: act on the materialised state, not on the deltas). A
+broker epoch is the offset of the broker's RegisterBrokerRecord, hence monotonic.
+
+Persistent form (what the shell writes): one JSON object per line, append-only,
+``{"offset": N, "type": "<RecordName>", ...fields}``; `decode_line` reads it back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from broker.core.messages import TopicPartition
+
+RECOVERED = 0
+RECOVERING = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+    incarnation_id: str
+    fenced: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """What the controller knows of a partition (no offsets: seed 003, 2.3)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+    leader_recovery_state: int = RECOVERED
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    tp: TopicPartition
+    registration: PartitionRegistration
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """The new registration of a partition after one change (full value, epochs included)."""
+
+    tp: TopicPartition
+    registration: PartitionRegistration
+
+
+MetadataRecord = (
+    RegisterBrokerRecord | BrokerRegistrationChangeRecord | TopicRecord | PartitionRecord | PartitionChangeRecord
+)
+
+
+@dataclass(slots=True)
+class BrokerInfo:
+    broker_id: int
+    broker_epoch: int
+    incarnation_id: str
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(slots=True)
+class MetadataImage:
+    """The state obtained by applying the metadata log up to `next_offset` (exclusive)."""
+
+    next_offset: int = 0
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, dict[str, str]] = field(default_factory=dict)
+    partitions: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
+
+    def apply(self, offset: int, record: MetadataRecord) -> None:
+        """Apply the record at `offset` (must be `next_offset`)."""
+        if offset != self.next_offset:
+            raise ValueError(f"metadata record at offset {offset}, expected {self.next_offset}")
+        if isinstance(record, RegisterBrokerRecord):
+            self.brokers[record.broker_id] = BrokerInfo(
+                record.broker_id, record.broker_epoch, record.incarnation_id, record.fenced
+            )
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            b = self.brokers.get(record.broker_id)
+            if b is not None and b.broker_epoch == record.broker_epoch:
+                if record.fenced is not None:
+                    b.fenced = record.fenced
+                if record.in_controlled_shutdown is not None:
+                    b.in_controlled_shutdown = record.in_controlled_shutdown
+        elif isinstance(record, TopicRecord):
+            self.topics[record.name] = dict(record.configs)
+        elif isinstance(record, PartitionRecord | PartitionChangeRecord):
+            self.partitions[record.tp] = record.registration
+        else:
+            raise ValueError(f"unknown metadata record {type(record).__name__}")
+        self.next_offset = offset + 1
+
+    def is_usable(self, broker_id: int) -> bool:
+        """Registered, unfenced and not shutting down: can lead or join the ISR."""
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def broker_epoch(self, broker_id: int) -> int:
+        b = self.brokers.get(broker_id)
+        return -1 if b is None else b.broker_epoch
+
+    def topic_config(self, topic: str, key: str, default: str) -> str:
+        return self.topics.get(topic, {}).get(key, default)
+
+
+# ---------------------------------------------------------------- file encoding
+_TYPES = {
+    c.__name__: c
+    for c in (RegisterBrokerRecord, BrokerRegistrationChangeRecord, TopicRecord, PartitionRecord, PartitionChangeRecord)
+}
+
+
+def encode_record(offset: int, record: MetadataRecord) -> bytes:
+    """One line (with the newline) of the metadata log file."""
+    d = asdict(record)
+    if "tp" in d:
+        d["tp"] = [record.tp.topic, record.tp.partition]  # type: ignore[union-attr]
+    return (json.dumps({"offset": offset, "type": type(record).__name__, **d}, sort_keys=True) + "\n").encode()
+
+
+def decode_line(line: bytes | str, where: str = "metadata log") -> tuple[int, MetadataRecord]:
+    """Parse one line; raise ValueError('<where>: what was wrong') on bad input."""
+    try:
+        d = json.loads(line)
+        offset = d.pop("offset")
+        cls = _TYPES[d.pop("type")]
+        if "tp" in d:
+            d["tp"] = TopicPartition(d["tp"][0], int(d["tp"][1]))
+        if "registration" in d:
+            r = d["registration"]
+            d["registration"] = PartitionRegistration(
+                **{f.name: (tuple(r[f.name]) if isinstance(r[f.name], list) else r[f.name]) for f in fields(PartitionRegistration)}
+            )
+        if "configs" in d:
+            d["configs"] = tuple(tuple(kv) for kv in d["configs"])
+        if not isinstance(offset, int):
+            raise TypeError("offset is not an integer")
+        return offset, cls(**d)
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"{where}: bad metadata record ({type(e).__name__}: {e})") from None
+
+
+@dataclass(slots=True)
+class MetadataLog:
+    """The controller's in-memory metadata log (records in offset order from 0)."""
+
+    records: list[MetadataRecord] = field(default_factory=list)
+
+    @property
+    def end_offset(self) -> int:
+        return len(self.records)
+
+    def append(self, record: MetadataRecord) -> int:
+        """Append and return the record's offset."""
+        self.records.append(record)
+        return len(self.records) - 1
+
+    def read_from(self, offset: int, max_records: int = 1000) -> tuple[MetadataRecord, ...]:
+        return tuple(self.records[offset : offset + max_records])
+
+
+def with_changes(reg: PartitionRegistration, **changes: object) -> PartitionRegistration:
+    """`reg` with fields replaced (a thin alias kept for readability at call sites)."""
+    return replace(reg, **changes)
+

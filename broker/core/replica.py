@@ -1,0 +1,407 @@
+"""One partition's replica on one broker: leader or follower state, fetch handling, HWM,
+ISR changes and acks (seed 003 sections 2.2-2.10; notes/kafka.md 4.2-4.6).
+
+`PartitionReplica` is driven by the `Broker` (broker.py), which owns the network side:
+it routes fetches, produce requests and metadata here and sends what these methods
+return. Methods take `now` in ms; nothing here does I/O except through the injected
+`PartitionLog`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kio.schema.errors import ErrorCode
+
+from broker.core import safeguards as sg
+from broker.core.messages import (
+    NO_LEADER,
+    UNDEFINED_OFFSET,
+    AlterPartitionRequest,
+    BrokerIdAndEpoch,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResponse,
+    ProduceResponse,
+    TopicPartition,
+)
+from broker.core.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
+from broker.core.truncation import find_divergence, truncation_offset
+from broker.logapi import OffsetOutOfRange, PartitionLog
+
+LEADER = "leader"
+FOLLOWER = "follower"
+OFFLINE = "offline"
+
+
+@dataclass(slots=True)
+class FollowerState:
+    """What the leader knows of one follower (reset on every new leader epoch)."""
+
+    log_end_offset: int = UNDEFINED_OFFSET
+    broker_epoch: int = -1
+    last_fetch_time: int = -1
+    last_caught_up_time: int = 0
+    fetched_in_epoch: bool = False
+    last_fetch_leader_leo: int = -1
+
+
+@dataclass(slots=True)
+class PendingProduce:
+    client: int | str
+    correlation_id: int
+    required_offset: int
+    base_offset: int
+    deadline: int
+
+
+@dataclass(slots=True)
+class PendingAlter:
+    correlation_id: int
+    proposed_isr: tuple[int, ...]
+    recovery_state: int
+    sent_at: int
+
+
+@dataclass(slots=True)
+class ReplicaEvents:
+    """Side effects of one call, for the Broker to turn into messages."""
+
+    produce_responses: list[tuple[int | str, ProduceResponse]] = field(default_factory=list)
+    alter_partition: AlterPartitionRequest | None = None
+    hwm_changed: bool = False
+    appended: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSettings:
+    broker_id: int
+    replica_lag_time_max_ms: int
+    min_isr: int
+    guards: sg.SafeguardSet
+
+
+class PartitionReplica:
+    """The local replica of one partition."""
+
+    def __init__(
+        self, tp: TopicPartition, log: PartitionLog, settings: ReplicaSettings, next_id: Callable[[], int], hwm: int = 0
+    ) -> None:
+        self.tp = tp
+        self._next_id = next_id
+        self.log = log
+        self.s = settings
+        self.role = OFFLINE
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.maximal_isr: tuple[int, ...] = ()
+        self.recovery_state = RECOVERED
+        self.high_watermark = min(hwm, log.log_end_offset)
+        self.leso = 0
+        self.followers: dict[int, FollowerState] = {}
+        self.pending_alter: PendingAlter | None = None
+        self.pending_produce: list[PendingProduce] = []
+        self.fetch_backoff_until = 0
+
+    # ------------------------------------------------------------ metadata
+    def apply_registration(self, reg: PartitionRegistration, image: MetadataImage, now: int, ev: ReplicaEvents) -> None:
+        """Act on the materialised registration (seed 003, 2.10 role transitions)."""
+        me = self.s.broker_id
+        if reg.partition_epoch <= self.partition_epoch and reg.leader_epoch <= self.leader_epoch:
+            return
+        new_epoch = reg.leader_epoch != self.leader_epoch
+        self.replicas = reg.replicas
+        if me not in reg.replicas:
+            self._lose_leadership(ev, ErrorCode.not_leader_or_follower)
+            self.role = OFFLINE
+            self.leader_epoch, self.partition_epoch = reg.leader_epoch, reg.partition_epoch
+            return
+        if reg.leader == me:
+            was_leader = self.role == LEADER
+            self.role = LEADER
+            self.leader_id = me
+            self.isr = reg.isr
+            self.maximal_isr = reg.isr
+            self.pending_alter = None
+            self.recovery_state = reg.leader_recovery_state
+            if new_epoch or not was_leader:
+                self.leader_epoch = reg.leader_epoch
+                self.leso = self.log.log_end_offset
+                self.log.assign_epoch_start(reg.leader_epoch, self.leso)
+                self.followers = {
+                    r: FollowerState(last_caught_up_time=now if r in reg.isr else 0) for r in reg.replicas if r != me
+                }
+                if self.recovery_state == RECOVERING:
+                    ev.alter_partition = self._alter_request(self.isr, RECOVERED, now, image)
+            self.partition_epoch = reg.partition_epoch
+            self._fail_pending_if_under_min_isr(ev)
+            self.maybe_advance_hwm(now, ev)
+        else:
+            if self.role == LEADER or new_epoch:
+                self._lose_leadership(ev, ErrorCode.not_leader_or_follower)
+                if new_epoch and not self.s.guards.on(sg.EPOCH_TRUNCATION):
+                    self.log.truncate_to(self.high_watermark)  # pre-KIP-101 becomeFollower
+                self.fetch_backoff_until = 0
+            self.role = FOLLOWER if reg.leader != NO_LEADER else OFFLINE
+            self.leader_id = reg.leader
+            self.leader_epoch = reg.leader_epoch
+            self.partition_epoch = reg.partition_epoch
+            self.isr = reg.isr
+            self.maximal_isr = reg.isr
+            self.followers = {}
+            self.pending_alter = None
+
+    def _lose_leadership(self, ev: ReplicaEvents, error: ErrorCode) -> None:
+        for p in self.pending_produce:
+            ev.produce_responses.append((p.client, ProduceResponse(p.correlation_id, self.tp, error, p.base_offset)))
+        self.pending_produce = []
+        self.pending_alter = None
+
+    # ------------------------------------------------------------ leader: fetch
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        if self.role != LEADER:
+            return ErrorCode.not_leader_or_follower
+        if current_leader_epoch >= 0 and current_leader_epoch < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.unknown_leader_epoch
+        return ErrorCode.none
+
+    def _error(self, code: ErrorCode, **kw: object) -> FetchPartitionResponse:
+        return FetchPartitionResponse(self.tp, code, self.high_watermark, self.log.log_start_offset, **kw)  # type: ignore[arg-type]
+
+    def handle_follower_fetch(
+        self, replica_id: int, replica_epoch: int, p: FetchPartition, image: MetadataImage, now: int, ev: ReplicaEvents
+    ) -> FetchPartitionResponse:
+        """Leader side of one partition of a replica fetch (Partition.fetchRecords)."""
+        err = self.check_leader_epoch(p.current_leader_epoch)
+        if err is not ErrorCode.none:
+            return self._error(err)
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return self._error(ErrorCode.not_leader_or_follower)
+        if self.s.guards.on(sg.BROKER_EPOCH_CHECK) and replica_epoch < image.broker_epoch(replica_id):
+            return self._error(ErrorCode.not_leader_or_follower)
+        leo = self.log.log_end_offset
+        if p.fetch_offset < self.log.log_start_offset:
+            return self._error(ErrorCode.offset_out_of_range, log_end_offset=leo)
+        if self.s.guards.on(sg.EPOCH_TRUNCATION):
+            div = find_divergence(self.log, p.fetch_offset, p.last_fetched_epoch)
+            if div is not None:  # KAFKA-13141: no follower state update on divergence
+                return self._error(ErrorCode.none, diverging_epoch=div)
+        if p.fetch_offset > leo:
+            return self._error(ErrorCode.offset_out_of_range, log_end_offset=leo)
+        records = self.log.read(p.fetch_offset, p.partition_max_bytes) if p.fetch_offset < leo else b""
+        self._update_follower(replica_id, follower, replica_epoch, p.fetch_offset, leo, now, image, ev)
+        return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records)
+
+    def _update_follower(
+        self, rid: int, f: FollowerState, epoch: int, fetch_offset: int, leo: int, now: int, image: MetadataImage, ev: ReplicaEvents
+    ) -> None:
+        if fetch_offset >= leo:
+            f.last_caught_up_time = now
+        elif f.last_fetch_leader_leo >= 0 and fetch_offset >= f.last_fetch_leader_leo:
+            f.last_caught_up_time = max(f.last_caught_up_time, f.last_fetch_time)
+        f.log_end_offset = fetch_offset
+        f.broker_epoch = epoch
+        f.last_fetch_time = now
+        f.last_fetch_leader_leo = leo
+        f.fetched_in_epoch = True
+        self.maybe_expand_isr(rid, f, image, now, ev)
+        self.maybe_advance_hwm(now, ev)
+
+    def consumer_read(self, offset: int, max_bytes: int) -> FetchPartitionResponse:
+        """A consumer fetch: records below the HWM only."""
+        if self.role != LEADER:
+            return self._error(ErrorCode.not_leader_or_follower)
+        if offset > self.high_watermark or offset < self.log.log_start_offset:
+            return self._error(ErrorCode.offset_out_of_range)
+        try:
+            records = self.log.read(offset, max_bytes, self.high_watermark) if offset < self.high_watermark else b""
+        except OffsetOutOfRange:
+            return self._error(ErrorCode.offset_out_of_range)
+        return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records)
+
+    # ------------------------------------------------------------ leader: ISR and HWM
+    def _effective_isr_ok(self) -> bool:
+        return len(self.isr) >= min(self.s.min_isr, len(self.replicas))
+
+    def maybe_advance_hwm(self, now: int, ev: ReplicaEvents) -> None:
+        """HWM = min LEO over the Maximal ISR, only while ISR >= min.insync.replicas (KIP-966)."""
+        if self.role != LEADER:
+            return
+        if self.s.guards.on(sg.ELR) and not self._effective_isr_ok():
+            return
+        new = self.log.log_end_offset
+        for r in self.maximal_isr:
+            if r == self.s.broker_id:
+                continue
+            f = self.followers.get(r)
+            if f is None or f.log_end_offset < 0:
+                return
+            new = min(new, f.log_end_offset)
+        if new > self.high_watermark:
+            self.high_watermark = new
+            ev.hwm_changed = True
+            self._complete_produces(ev)
+
+    def _complete_produces(self, ev: ReplicaEvents) -> None:
+        keep = []
+        for p in self.pending_produce:
+            if self.high_watermark >= p.required_offset:
+                ok = len(self.maximal_isr) >= min(self.s.min_isr, len(self.replicas))
+                code = ErrorCode.none if ok else ErrorCode.not_enough_replicas_after_append
+                ev.produce_responses.append((p.client, ProduceResponse(p.correlation_id, self.tp, code, p.base_offset)))
+            else:
+                keep.append(p)
+        self.pending_produce = keep
+
+    def _fail_pending_if_under_min_isr(self, ev: ReplicaEvents) -> None:
+        if self._effective_isr_ok():
+            return
+        for p in self.pending_produce:
+            ev.produce_responses.append(
+                (p.client, ProduceResponse(p.correlation_id, self.tp, ErrorCode.not_enough_replicas_after_append, p.base_offset))
+            )
+        self.pending_produce = []
+
+    def _alter_request(self, isr: tuple[int, ...], recovery: int, now: int, image: MetadataImage) -> AlterPartitionRequest:
+        cid = self._next_id()
+        self.pending_alter = PendingAlter(cid, isr, recovery, now)
+        self.maximal_isr = tuple(r for r in self.replicas if r in set(self.isr) | set(isr))
+        members = tuple(
+            BrokerIdAndEpoch(r, self.followers[r].broker_epoch if r in self.followers else image.broker_epoch(r)) for r in isr
+        )
+        return AlterPartitionRequest(
+            cid, self.s.broker_id, image.broker_epoch(self.s.broker_id), self.tp, self.leader_epoch, self.partition_epoch, members, recovery
+        )
+
+    def maybe_expand_isr(self, rid: int, f: FollowerState, image: MetadataImage, now: int, ev: ReplicaEvents) -> None:
+        """Add `rid` if it fetched in this epoch, LEO >= HWM and >= LESO, is unfenced and its
+        broker epoch matches the metadata (seed 003 2.9; KIP-841, KIP-903)."""
+        if self.pending_alter is not None or rid in self.isr or self.recovery_state == RECOVERING:
+            return
+        if not f.fetched_in_epoch or f.log_end_offset < self.high_watermark:
+            return
+        if self.s.guards.on(sg.LESO_CHECK) and f.log_end_offset < self.leso:
+            return
+        if not image.is_usable(rid):
+            return
+        if self.s.guards.on(sg.BROKER_EPOCH_CHECK) and f.broker_epoch != image.broker_epoch(rid):
+            return
+        new_isr = tuple(r for r in self.replicas if r in self.isr or r == rid)
+        ev.alter_partition = self._alter_request(new_isr, self.recovery_state, now, image)
+
+    def maybe_shrink_isr(self, image: MetadataImage, now: int, ev: ReplicaEvents) -> None:
+        """Drop followers not caught up within replica.lag.time.max.ms."""
+        if self.role != LEADER or self.pending_alter is not None:
+            return
+        leo = self.log.log_end_offset
+        out = []
+        for r in self.isr:
+            if r == self.s.broker_id:
+                continue
+            f = self.followers.get(r)
+            caught_up = f is not None and (f.log_end_offset == leo or now - f.last_caught_up_time <= self.s.replica_lag_time_max_ms)
+            if not caught_up:
+                out.append(r)
+        if out:
+            ev.alter_partition = self._alter_request(tuple(r for r in self.isr if r not in out), self.recovery_state, now, image)
+
+    def handle_alter_response(
+        self, correlation_id: int, error: ErrorCode, isr: tuple[int, ...], partition_epoch: int, leader_epoch: int,
+        recovery_state: int, now: int, ev: ReplicaEvents,
+    ) -> None:
+        """Commit (if newer) or roll back the in-flight ISR change."""
+        p = self.pending_alter
+        if p is None or p.correlation_id != correlation_id:
+            return
+        self.pending_alter = None
+        if error is ErrorCode.none and leader_epoch == self.leader_epoch and partition_epoch > self.partition_epoch:
+            self.isr = isr
+            self.partition_epoch = partition_epoch
+            self.recovery_state = recovery_state
+        self.maximal_isr = self.isr
+        self._fail_pending_if_under_min_isr(ev)
+        self.maybe_advance_hwm(now, ev)
+
+    def alter_timed_out(self, now: int, timeout_ms: int) -> bool:
+        if self.pending_alter is not None and now - self.pending_alter.sent_at >= timeout_ms:
+            self.pending_alter = None
+            self.maximal_isr = self.isr
+            return True
+        return False
+
+    # ------------------------------------------------------------ leader: produce
+    def append_produce(
+        self, client: int | str, correlation_id: int, acks: int, records: bytes, timeout_ms: int, now: int, ev: ReplicaEvents
+    ) -> ProduceResponse | None:
+        """Append as leader. Returns the immediate response (None when it waits for the HWM)."""
+        if self.role != LEADER:
+            return ProduceResponse(correlation_id, self.tp, ErrorCode.not_leader_or_follower)
+        if acks == -1 and not self._effective_isr_ok():
+            return ProduceResponse(correlation_id, self.tp, ErrorCode.not_enough_replicas)
+        try:
+            first, last = self.log.append_as_leader(records, self.leader_epoch)
+        except ValueError:
+            return ProduceResponse(correlation_id, self.tp, ErrorCode.corrupt_message)
+        ev.appended = True
+        resp = None
+        if acks == -1:
+            self.pending_produce.append(PendingProduce(client, correlation_id, last + 1, first, now + timeout_ms))
+        else:
+            resp = ProduceResponse(correlation_id, self.tp, ErrorCode.none, first)
+        self.maybe_advance_hwm(now, ev)
+        return resp
+
+    def expire_produces(self, now: int, ev: ReplicaEvents) -> None:
+        keep = []
+        for p in self.pending_produce:
+            if now >= p.deadline:
+                ev.produce_responses.append((p.client, ProduceResponse(p.correlation_id, self.tp, ErrorCode.request_timed_out, p.base_offset)))
+            else:
+                keep.append(p)
+        self.pending_produce = keep
+
+    # ------------------------------------------------------------ follower
+    def fetch_partition(self) -> FetchPartition:
+        return FetchPartition(
+            self.tp, self.leader_epoch, self.log.log_end_offset,
+            self.log.latest_epoch() if self.s.guards.on(sg.EPOCH_TRUNCATION) else -1, self.log.log_start_offset,
+        )
+
+    def handle_fetch_response(self, sent: FetchPartition, r: FetchPartitionResponse, now: int, backoff_ms: int) -> None:
+        """Follower side of one partition of a fetch response."""
+        if self.role != FOLLOWER or sent.current_leader_epoch != self.leader_epoch or sent.fetch_offset != self.log.log_end_offset:
+            return  # stale response (the fetch state moved on)
+        if r.error is ErrorCode.offset_out_of_range:
+            if 0 <= r.log_end_offset < self.log.log_end_offset:
+                self.log.truncate_to(r.log_end_offset)
+                self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+            else:
+                self.fetch_backoff_until = now + backoff_ms
+            return
+        if r.error is not ErrorCode.none:
+            self.fetch_backoff_until = now + backoff_ms
+            return
+        if r.diverging_epoch is not None:  # KAFKA-14704: truncate, ignore records and HWM
+            offset, _final = truncation_offset(self.log, r.diverging_epoch)
+            self.log.truncate_to(offset)
+            self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+            return
+        if r.records:
+            self.log.append_as_follower(r.records)
+        self.high_watermark = min(r.high_watermark, self.log.log_end_offset)
+
+    def end_offset_for_epoch(self, current_leader_epoch: int, epoch: int) -> tuple[ErrorCode, EpochEndOffset]:
+        """OffsetsForLeaderEpoch (served by the leader, with epoch fencing)."""
+        err = self.check_leader_epoch(current_leader_epoch)
+        if err is not ErrorCode.none:
+            return err, EpochEndOffset(-1, -1)
+        e, o = self.log.end_offset_for_epoch(epoch)
+        return ErrorCode.none, EpochEndOffset(e, o)
+

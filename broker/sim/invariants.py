@@ -1,0 +1,164 @@
+"""The seed invariants, checked on the whole simulated cluster after every step.
+
+Ground truth, as in Vanlightly's TLA+ specs: the True HWM of a partition is the highest
+HWM any leader reached; `committed[tp]` holds the identity (leader epoch, batch CRC,
+index in batch) of every offset below it, taken from that leader's log when it advanced.
+Checks (names as reported):
+
+- ``leader-completeness``: the controller's leader, once it acts as leader in that
+  epoch, holds every committed offset with the committed content.
+- ``leader-candidate-completeness``: every running member of the controller's ISR and
+  ELR (registered with its current broker epoch) holds every committed offset.
+- ``log-matching``: every replica's log below its local HWM equals the committed prefix.
+- ``hwm-monotonicity``: a leader's HWM never decreases within its leader epoch.
+- ``one-leader-per-epoch``: at most one broker acts as leader in a given leader epoch.
+- ``acked-write-lost``: every acks=all acknowledgement names a committed offset holding
+  that record (and, through leader completeness, it stays there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker.core.messages import NO_LEADER, TopicPartition
+from broker.core.replica import LEADER
+from broker.sim.clients import Ack
+from broker.sim.memlog import InMemoryPartitionLog
+
+if TYPE_CHECKING:
+    from broker.sim.cluster import SimCluster
+
+Identity = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Violation:
+    time: int
+    name: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"t={self.time}ms {self.name}: {self.detail}"
+
+
+@dataclass
+class Oracle:
+    committed: dict[TopicPartition, list[Identity]] = field(default_factory=dict)
+    acked: dict[TopicPartition, dict[int, Ack]] = field(default_factory=dict)
+    epoch_leader: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
+    leader_hwm: dict[tuple[int, TopicPartition, int], int] = field(default_factory=dict)
+    verified: dict[tuple[int, TopicPartition], int] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    _reported: set[tuple[str, object]] = field(default_factory=set)
+
+    def _violate(self, now: int, name: str, key: object, detail: str) -> None:
+        if (name, key) not in self._reported:
+            self._reported.add((name, key))
+            self.violations.append(Violation(now, name, detail))
+
+    def on_ack(self, ack: Ack, now: int) -> None:
+        if ack.acks != -1:
+            return
+        self.acked.setdefault(ack.tp, {})[ack.offset] = ack
+        cl = self.committed.get(ack.tp, [])
+        if ack.offset >= len(cl) or cl[ack.offset][1] != ack.crc:
+            self._violate(now, "acked-write-lost", (ack.tp, ack.offset), f"{ack.tp}@{ack.offset} acked but not committed")
+
+    def _verify(self, node: int, tp: TopicPartition, log: InMemoryPartitionLog, upto: int) -> int | None:
+        """Check log[verified, upto) against the committed prefix; the first bad offset or None."""
+        cl = self.committed.get(tp, [])
+        key = (node, tp)
+        v = self.verified.get(key, 0)
+        if upto <= v:
+            return None
+        if upto > len(cl) or upto > log.log_end_offset:
+            return min(len(cl), log.log_end_offset, upto)
+        off = v
+        while off < upto:
+            b = log.batch_at(off)
+            if b is None:
+                return off
+            end = min(b.last + 1, upto)
+            for o in range(off, end):
+                if cl[o] != (b.epoch, b.crc, o - b.base):
+                    return o
+            off = end
+        self.verified[key] = upto
+        return None
+
+    def check(self, cluster: SimCluster, now: int) -> None:
+        image = cluster.controller.image if cluster.controller is not None else None
+        for node in cluster.brokers.values():
+            for tp, log in node.disk.logs.items():
+                m = log.pop_truncation_mark()
+                if m is not None and self.verified.get((node.id, tp), 0) > m:
+                    self.verified[(node.id, tp)] = m
+        live = [n for n in cluster.brokers.values() if n.broker is not None]
+        # 1. True HWM, leaders per epoch, HWM monotonicity
+        for n in live:
+            for tp, r in n.broker.partitions.items():  # type: ignore[union-attr]
+                if r.role != LEADER:
+                    continue
+                owner = self.epoch_leader.setdefault((tp, r.leader_epoch), n.id)
+                if owner != n.id:
+                    self._violate(now, "one-leader-per-epoch", (tp, r.leader_epoch), f"{tp} epoch {r.leader_epoch}: {owner} and {n.id}")
+                k = (n.id, tp, r.leader_epoch)
+                if r.high_watermark < self.leader_hwm.get(k, 0):
+                    self._violate(now, "hwm-monotonicity", k, f"{tp} leader {n.id} epoch {r.leader_epoch} HWM went back")
+                self.leader_hwm[k] = r.high_watermark
+                cl = self.committed.setdefault(tp, [])
+                if r.high_watermark > len(cl):
+                    bad = self._verify(n.id, tp, r.log, len(cl))  # type: ignore[arg-type]
+                    if bad is not None:
+                        self._violate(now, "leader-completeness", (tp, n.id, r.leader_epoch),
+                                      f"{tp} leader {n.id} (epoch {r.leader_epoch}) lacks committed offset {bad}")
+                    log: InMemoryPartitionLog = r.log  # type: ignore[assignment]
+                    for o in range(len(cl), r.high_watermark):
+                        b = log.batch_at(o)
+                        assert b is not None
+                        cl.append((b.epoch, b.crc, o - b.base))
+        if image is None:
+            return
+        # 2. completeness of the leader and of the leader candidates; log matching
+        for tp, reg in image.partitions.items():
+            cl_len = len(self.committed.get(tp, ()))
+            if reg.leader != NO_LEADER:
+                n = cluster.brokers.get(reg.leader)
+                r = n.broker.partitions.get(tp) if n is not None and n.broker is not None else None
+                if r is not None and r.role == LEADER and r.leader_epoch == reg.leader_epoch:
+                    bad = self._verify(n.id, tp, r.log, cl_len)  # type: ignore[union-attr, arg-type]
+                    if bad is not None:
+                        self._violate(now, "leader-completeness", (tp, reg.leader, reg.leader_epoch),
+                                      f"{tp} leader {reg.leader} (epoch {reg.leader_epoch}) lacks committed offset {bad} (True HWM {cl_len})")
+            for b in reg.isr + reg.elr:
+                n = cluster.brokers.get(b)
+                if n is None or n.broker is None or n.broker.broker_epoch != image.broker_epoch(b):
+                    continue
+                r = n.broker.partitions.get(tp)
+                log = n.disk.logs.get(tp)
+                if log is None:
+                    continue
+                bad = self._verify(b, tp, log, cl_len)
+                if bad is not None:
+                    self._violate(now, "leader-candidate-completeness", (tp, b, reg.partition_epoch),
+                                  f"{tp} candidate {b} (ISR {list(reg.isr)}, ELR {list(reg.elr)}) lacks committed offset {bad} (True HWM {cl_len})")
+        for n in live:
+            for tp, r in n.broker.partitions.items():  # type: ignore[union-attr]
+                bad = self._verify(n.id, tp, r.log, min(r.high_watermark, r.log.log_end_offset))  # type: ignore[arg-type]
+                if bad is not None:
+                    self._violate(now, "log-matching", (tp, n.id, bad), f"{tp} replica {n.id} differs from the committed log at offset {bad}")
+
+    def lost_acked_writes(self, cluster: SimCluster) -> dict[TopicPartition, list[Ack]]:
+        """acks=all acknowledgements missing from the current leader's log (read back);
+        partitions without a leader are skipped (see `SimCluster.leader_log`)."""
+        out: dict[TopicPartition, list[Ack]] = {}
+        for tp, acks in self.acked.items():
+            log = cluster.leader_log(tp)
+            if log is None:
+                continue  # unavailable, not (yet) lost
+            for off, a in sorted(acks.items()):
+                b = log.batch_at(off)
+                if b is None or b.crc != a.crc:
+                    out.setdefault(tp, []).append(a)
+        return out

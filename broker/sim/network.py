@@ -1,0 +1,56 @@
+"""The simulated network: per-link delay, drop, partition (one-way grudges) and reorder.
+
+Links are FIFO by default (as a TCP connection is); with `reorder_probability` a message
+may overtake the ones sent before it on the same link. A dropped message models a broken
+connection: senders recover through their request timeouts.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+Node = int | str
+
+
+@dataclass
+class NetworkSettings:
+    min_delay_ms: int = 1
+    max_delay_ms: int = 5
+    drop_probability: float = 0.0
+    reorder_probability: float = 0.0
+
+
+@dataclass
+class SimNetwork:
+    rng: random.Random
+    settings: NetworkSettings = field(default_factory=NetworkSettings)
+    blocked: set[tuple[Node, Node]] = field(default_factory=set)
+    _last_delivery: dict[tuple[Node, Node], int] = field(default_factory=dict)
+
+    def delivery_time(self, src: Node, dst: Node, now: int) -> int | None:
+        """When a message sent now from src arrives at dst, or None if it is lost."""
+        if (src, dst) in self.blocked:
+            return None
+        s = self.settings
+        if s.drop_probability and self.rng.random() < s.drop_probability:
+            return None
+        t = now + self.rng.randint(s.min_delay_ms, s.max_delay_ms)
+        if not (s.reorder_probability and self.rng.random() < s.reorder_probability):
+            t = max(t, self._last_delivery.get((src, dst), 0))
+        self._last_delivery[(src, dst)] = max(t, self._last_delivery.get((src, dst), 0))
+        return t
+
+    def isolate(self, node: Node, others: list[Node]) -> None:
+        """Cut `node` off from `others`, both ways."""
+        for o in others:
+            if o != node:
+                self.blocked.add((node, o))
+                self.blocked.add((o, node))
+
+    def cut(self, a: Node, b: Node) -> None:
+        self.blocked.add((a, b))
+        self.blocked.add((b, a))
+
+    def heal(self) -> None:
+        self.blocked.clear()
