@@ -95,6 +95,11 @@ class SimCluster:
             self.step()
         self.now = max(self.now, t)
 
+    def run_until_true(self, pred: Callable[[], bool], timeout_ms: int = 60000) -> bool:
+        """Step until `pred()` holds (checked before every step); False on timeout."""
+        self.run_until(self.now + timeout_ms, stop=pred)
+        return pred()
+
     def run_for(self, ms: int) -> None:
         self.run_until(self.now + ms)
 
@@ -280,6 +285,18 @@ class SimCluster:
         p = self.producer(client)
         for s in p.produce(tp, acks, self.now, value):
             self.send(client, s.to, s.message)
+
+    def produce_async(self, tp: TopicPartition, value: bytes, acks: int = -1) -> bool:
+        """Send `value` once to the leader (looking it up first); False if none found."""
+        p = self.producer("async", max_in_flight=1000)
+        if p.leaders.get(tp, NO_LEADER) == NO_LEADER:
+            for s in p.refresh_metadata(self.now, force=True):
+                self.send("async", s.to, s.message)
+            if not self.run_until_true(lambda: p.leaders.get(tp, NO_LEADER) != NO_LEADER, 2000):
+                return False
+        for s in p.produce(tp, acks, self.now, value):
+            self.send("async", s.to, s.message)
+        return True
 
     def produce_and_wait(self, tp: TopicPartition, value: bytes, acks: int = -1, timeout_ms: int = 15000) -> Ack | None:
         """Produce `value` (retrying on metadata refresh) until acked or `timeout_ms`."""

@@ -1,0 +1,274 @@
+"""Named scenarios from the seed documents, played on the simulation.
+
+Each function runs one story with a given set of safeguards switched off and returns a
+`ScenarioResult`: the acknowledged acks=all writes missing from the final leader's log,
+the invariant violations seen, and the partition registrations at the story's steps
+(to compare with the seed's text). Tests assert both directions: the safeguard keeps the
+data, switching it off loses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from broker.core import safeguards as sg
+from broker.core.broker import BrokerConfig
+from broker.core.controller import ControllerConfig
+from broker.core.messages import TopicPartition
+from broker.core.metadata import PartitionRegistration
+from broker.core.replica import FOLLOWER, LEADER
+from broker.sim.clients import Ack
+from broker.sim.cluster import CONTROLLER, ClusterSettings, SimCluster, with_safeguards_off
+from broker.sim.invariants import Violation
+
+TP = TopicPartition("t", 0)
+
+
+@dataclass
+class ScenarioResult:
+    acked: list[Ack]
+    lost: list[Ack]
+    violations: list[Violation]
+    steps: dict[str, PartitionRegistration] = field(default_factory=dict)
+    final_leader: int = -1
+    unclean_events: list[str] = field(default_factory=list)
+
+    def violation_names(self) -> set[str]:
+        return {v.name for v in self.violations}
+
+
+def _cluster(seed: int, off: frozenset[str], flush_interval_ms: int | None = None, lag_ms: int = 5000,
+             strategy: str = "balanced") -> SimCluster:
+    settings = ClusterSettings(
+        brokers=3,
+        broker=BrokerConfig(node_id=-1, replica_lag_time_max_ms=lag_ms, request_timeout_ms=5000),
+        controller=ControllerConfig(unclean_recovery_strategy=strategy),
+        flush_interval_ms=flush_interval_ms,
+    )
+    c = SimCluster(seed, with_safeguards_off(settings, off) if off else settings)
+    c.run_for(3000)
+    return c
+
+
+def _finish(c: SimCluster, steps: dict[str, PartitionRegistration]) -> ScenarioResult:
+    c.run_for(20000)
+    lost = c.oracle.lost_acked_writes(c).get(TP, [])
+    assert c.controller is not None
+    return ScenarioResult(
+        acked=[a for a in c.acks if a.acks == -1],
+        lost=lost,
+        violations=list(c.oracle.violations),
+        steps=steps,
+        final_leader=c.leader(TP),
+        unclean_events=[e.how for e in c.controller.events],
+    )
+
+
+def _replica(c: SimCluster, i: int):  # noqa: ANN202
+    b = c.brokers[i].broker
+    return None if b is None else b.partitions.get(TP)
+
+
+def _wait_for_isr(c: SimCluster, isr: tuple[int, ...], timeout_ms: int = 30000) -> bool:
+    """Write acks=1 records every 500 ms until the ISR is `isr`: Kafka shrinks the ISR only
+    when a follower falls behind a moving LEO (a stalled follower at the LEO is in sync)."""
+    deadline = c.now + timeout_ms
+    n = 0
+    while c.now < deadline:
+        if c.registration(TP).isr == isr:
+            return True
+        n += 1
+        c.produce_async(TP, f"filler-{c.now}-{n}".encode(), acks=1)
+        c.run_until_true(lambda: c.registration(TP).isr == isr, 500)
+    return c.registration(TP).isr == isr
+
+
+def _must(ok: bool, what: str) -> None:
+    if not ok:
+        raise AssertionError(f"scenario step did not happen: {what}")
+
+
+def hw_truncation(off: frozenset[str] = frozenset(), seed: int = 1) -> ScenarioResult:
+    """Seed 000 (KIP-101): a follower truncates to its stale HW, then is elected.
+
+    Replicas A=1 (leader), B=2, C=3, min.insync.replicas=2. m1 is committed on all three
+    and acknowledged, but C never hears the HW that covers it. A is cut off from the
+    controller and fenced; B is elected and C becomes its follower: pre-KIP-101, C
+    truncates to its HW and drops m1. B dies before C re-fetches; C is elected. With
+    epochs (the `epoch-truncation` safeguard), C keeps m1: its last fetched epoch shows
+    no divergence. (KRaft removes a restarting broker from the ISR at registration, so
+    the seed's restart of B alone cannot lose data here; the loss needs the election.)
+    """
+    c = _cluster(seed, off)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
+    steps = {"created": c.registration(TP)}
+    _must(c.produce_and_wait(TP, b"m0") is not None, "m0 acked")
+    c.run_for(1000)
+    c.produce_async(TP, b"m1")
+    _must(c.run_until_true(lambda: c.brokers[3].disk.log(TP).log_end_offset == 2, 5000), "C fetched m1")
+    c.net.blocked.add((1, 3))  # C never gets a fetch response carrying HW 2
+    _must(c.run_until_true(lambda: any(a.value == b"m1" for a in c.acks), 5000), "m1 acked")
+    steps["m1 acked"] = c.registration(TP)
+    c.net.blocked.add((2, 3))  # and cannot re-fetch from B either
+    c.net.cut(1, CONTROLLER)
+    _must(c.run_until_true(lambda: (r := _replica(c, 3)) is not None and r.role == FOLLOWER and r.leader_id == 2, 20000),
+          "C follows B")
+    steps["B elected"] = c.registration(TP)
+    c.crash(2)
+    _must(c.run_until_true(lambda: c.leader(TP) == 3, 20000), "C elected")
+    steps["C elected"] = c.registration(TP)
+    c.run_for(1000)
+    c.net.heal()
+    c.start_broker(2)
+    return _finish(c, steps)
+
+
+def clean_elr_recovery(off: frozenset[str] = frozenset(), seed: int = 2) -> ScenarioResult:
+    """Seed 002, 5.2.2: ISR [1,2,3] shrinks to [1] with 3 in the ELR; leader 1 has a lossy
+    unclean shutdown; 3 is elected from the ELR; 1 re-registers, catches up, rejoins."""
+    c = _cluster(seed, off, flush_interval_ms=None)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
+    steps = {"initial": c.registration(TP)}
+    for i in range(5):
+        _must(c.produce_and_wait(TP, f"a{i}".encode()) is not None, "write acked")
+    c.net.cut(1, 2)
+    _must(_wait_for_isr(c, (1, 3)), "2 leaves the ISR")
+    steps["2 removed"] = c.registration(TP)
+    for i in range(5):
+        _must(c.produce_and_wait(TP, f"b{i}".encode()) is not None, "write acked on [1,3]")
+    c.net.cut(1, 3)
+    _must(_wait_for_isr(c, (1,)), "3 leaves the ISR")
+    steps["3 removed"] = c.registration(TP)
+    c.produce_async(TP, b"rejected")  # NOT_ENOUGH_REPLICAS: the HWM is frozen
+    c.run_for(100)
+    c.power_loss(1)
+    _must(c.run_until_true(lambda: c.leader(TP) == 3, 20000), "3 elected from the ELR")
+    steps["3 elected"] = c.registration(TP)
+    c.net.heal()
+    c.net.isolate(2, [1, 3])  # 2 stays out, as in the seed's example
+    c.start_broker(1)
+    _must(c.run_until_true(lambda: c.registration(TP).isr == (1, 3), 30000), "1 rejoins the ISR")
+    steps["1 rejoined"] = c.registration(TP)
+    return _finish(c, steps)
+
+
+def balanced_recovery(off: frozenset[str] = frozenset(), seed: int = 3) -> ScenarioResult:
+    """Seed 002, 5.3.3: a power outage takes all three brokers down; the controller fences
+    them one by one (ELR ends [2,3]); 1 and 3 come back having lost data, 2 intact; all
+    restart uncleanly (LastKnownELR [2,3]); balanced recovery inspects the logs of 2 and 3
+    and elects 2, the highest epoch and offset: no committed data lost."""
+    c = _cluster(seed, off, flush_interval_ms=None)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2", "unclean.recovery.strategy": "balanced"})
+    steps = {"initial": c.registration(TP)}
+    for i in range(10):
+        _must(c.produce_and_wait(TP, f"v{i}".encode()) is not None, "write acked")
+    c.brokers[2].disk.flush_all()
+    for i in (1, 2, 3):
+        c.power_loss(i)
+        c.run_for(300)
+    _must(c.run_until_true(lambda: c.registration(TP).elr == (2, 3) and not c.registration(TP).isr, 20000),
+          "fenced one by one")
+    steps["all fenced"] = c.registration(TP)
+    for i in (1, 2, 3):
+        c.start_broker(i)
+        c.run_for(1000)
+        steps[f"{i} registered"] = c.registration(TP)
+    _must(c.run_until_true(lambda: c.leader(TP) != -1, 30000), "recovery elected a leader")
+    steps["recovered"] = c.registration(TP)
+    return _finish(c, steps)
+
+
+def last_replica_standing(off: frozenset[str] = frozenset(), seed: int = 4) -> ScenarioResult:
+    """KIP-966's motivating story: the ISR shrinks to the leader 1; 1 has a lossy unclean
+    shutdown. With the `elr` safeguard, 3 (in the ELR, holding every acked write) is
+    elected. Without it (Kafka 3.5), the ISR stays [1], 1 is re-elected after its restart
+    with an empty log and 2 and 3 truncate: acknowledged writes are lost globally."""
+    c = _cluster(seed, off, flush_interval_ms=None)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
+    steps = {"initial": c.registration(TP)}
+    _must(c.produce_and_wait(TP, b"r1") is not None, "r1 acked")
+    c.net.cut(1, 2)
+    _must(_wait_for_isr(c, (1, 3)), "2 leaves the ISR")
+    _must(c.produce_and_wait(TP, b"r2") is not None, "r2 acked")
+    c.net.cut(1, 3)
+    _must(_wait_for_isr(c, (1,)), "3 leaves the ISR")
+    steps["ISR [1]"] = c.registration(TP)
+    c.produce_async(TP, b"r3-acks1", acks=1)
+    c.run_for(200)
+    c.power_loss(1)
+    c.run_for(12000)
+    steps["1 fenced"] = c.registration(TP)
+    c.net.heal()
+    c.start_broker(1)
+    _must(c.run_until_true(lambda: c.leader(TP) != -1, 30000), "a leader")
+    steps["after restart"] = c.registration(TP)
+    return _finish(c, steps)
+
+
+def unclean_election(off: frozenset[str] = frozenset(), seed: int = 5, unclean: bool = True) -> ScenarioResult:
+    """notes/kafka.md 3.4: 3 falls out of the ISR; r is committed on [1,2]; 1 and 2 die.
+    With unclean.leader.election.enable=true, 3 is elected at once and r is truncated
+    away when 1 and 2 return. With it false, the partition waits (then balanced recovery
+    picks 1 or 2, which kept r)."""
+    c = _cluster(seed, off)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2", "unclean.leader.election.enable": str(unclean).lower()})
+    steps = {"initial": c.registration(TP)}
+    _must(c.produce_and_wait(TP, b"r0") is not None, "r0 acked")
+    c.net.cut(1, 3)
+    _must(_wait_for_isr(c, (1, 2)), "3 leaves the ISR")
+    for i in range(3):
+        _must(c.produce_and_wait(TP, f"r{i + 1}".encode()) is not None, "write acked on [1,2]")
+    c.run_for(500)
+    c.crash(1)
+    c.crash(2)
+    c.run_for(12000)
+    steps["1 and 2 down"] = c.registration(TP)
+    c.net.heal()
+    c.start_broker(1)
+    c.start_broker(2)
+    _must(c.run_until_true(lambda: c.leader(TP) != -1, 30000), "a leader")
+    steps["after restart"] = c.registration(TP)
+    return _finish(c, steps)
+
+
+def leso_rule(off: frozenset[str] = frozenset(), seed: int = 6) -> ScenarioResult:
+    """notes/kafka.md 3.6 (Vanlightly 6.4.1/6.5.3): 3 is fenced (cut from the controller),
+    leaving ISR [1,2]. A is committed on 1 and 2, but 2 never hears the HW covering it. 1
+    dies; 2 leads with a stale local HWM (before A) and LESO after A. 3 returns and fetches
+    from 2 (but gets no records): its fetch offset reaches the stale HWM, so without the
+    LESO rule it joins the ISR though it lacks A; 2 dies and 3 is elected without A."""
+    c = _cluster(seed, off)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
+    steps = {"initial": c.registration(TP)}
+    _must(c.produce_and_wait(TP, b"a0") is not None, "a0 acked")
+    c.net.isolate(3, [1, 2, CONTROLLER])
+    _must(c.run_until_true(lambda: c.registration(TP).isr == (1, 2), 20000), "3 fenced out of the ISR")
+    target = c.brokers[1].disk.log(TP).log_end_offset + 1
+    c.produce_async(TP, b"A")
+    _must(c.run_until_true(lambda: c.brokers[2].disk.log(TP).log_end_offset == target, 5000), "2 fetched A")
+    c.net.blocked.add((1, 2))
+    _must(c.run_until_true(lambda: any(a.value == b"A" for a in c.acks), 5000), "A acked")
+    c.crash(1)
+    _must(c.run_until_true(lambda: (r := _replica(c, 2)) is not None and r.role == LEADER, 20000), "2 elected")
+    steps["2 elected"] = c.registration(TP)
+    c.net.heal()
+    c.net.blocked.add((2, 3))  # 3's fetches reach 2, but no records come back
+    c.run_for(10000)
+    steps["3 back"] = c.registration(TP)
+    c.crash(2)
+    c.run_for(12000)
+    steps["2 down"] = c.registration(TP)
+    c.net.heal()
+    return _finish(c, steps)
+
+
+SCENARIOS = {
+    "hw-truncation": (hw_truncation, sg.EPOCH_TRUNCATION),
+    "clean-elr-recovery": (clean_elr_recovery, sg.ELR),
+    "balanced-recovery": (balanced_recovery, sg.ELR),
+    "last-replica-standing": (last_replica_standing, sg.ELR),
+    "unclean-election": (unclean_election, sg.CLEAN_ELECTION_ONLY),
+    "leso-rule": (leso_rule, sg.LESO_CHECK),
+}
+
+__all__ = ["SCENARIOS", "ScenarioResult", "replace"]
