@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core_helpers import log_with
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -9,7 +10,6 @@ from broker.core.messages import EpochEndOffset
 from broker.core.truncation import find_divergence, truncation_offset
 from broker.sim.batches import encode_batch
 from broker.sim.memlog import InMemoryPartitionLog
-from core_helpers import log_with
 
 
 def test_prefix_does_not_diverge():
