@@ -1,0 +1,74 @@
+"""The seed documents' stories on the simulation: safeguard on keeps acknowledged
+writes, safeguard off loses them (and the invariants say why)."""
+
+from __future__ import annotations
+
+from broker.core import safeguards as sg
+from broker.core.messages import NO_LEADER
+from broker.sim import scenarios as sc
+
+OFF = frozenset
+
+
+def values(acks):
+    return sorted(a.value for a in acks)
+
+
+def test_seed000_hw_truncation_loses_the_write_and_epochs_keep_it():
+    kept = sc.hw_truncation()
+    assert kept.final_leader == 3 and kept.lost == [] and kept.violations == []
+    assert b"m1" in values(kept.acked)
+    lost = sc.hw_truncation(OFF({sg.EPOCH_TRUNCATION}))
+    assert values(lost.lost) == [b"m1"]
+    assert "leader-completeness" in lost.violation_names()
+
+
+def test_seed002_clean_elr_recovery_example_5_2_2():
+    r = sc.clean_elr_recovery()
+    s = r.steps
+    assert (s["initial"].leader, s["initial"].isr, s["initial"].elr) == (1, (1, 2, 3), ())
+    assert (s["2 removed"].isr, s["2 removed"].elr) == ((1, 3), ())
+    assert (s["3 removed"].isr, s["3 removed"].elr) == ((1,), (3,))
+    assert (s["3 elected"].leader, s["3 elected"].isr) == (3, (3,))
+    assert (s["1 rejoined"].leader, s["1 rejoined"].isr, s["1 rejoined"].elr) == (3, (1, 3), ())
+    assert r.lost == [] and r.violations == [] and len(r.acked) == 10 and r.unclean_events == []
+
+
+def test_seed002_balanced_recovery_example_5_3_3():
+    r = sc.balanced_recovery()
+    s = r.steps
+    assert (s["all fenced"].leader, s["all fenced"].isr, s["all fenced"].elr) == (NO_LEADER, (), (2, 3))
+    assert (s["1 registered"].elr, s["1 registered"].last_known_elr) == ((2, 3), ())
+    assert (s["2 registered"].elr, s["2 registered"].last_known_elr) == ((3,), (2,))
+    assert (s["3 registered"].elr, s["3 registered"].last_known_elr) == ((), (2, 3))
+    assert s["recovered"].leader == 2 and r.unclean_events == ["balanced unclean recovery"]
+    assert r.lost == [] and len(r.acked) == 10
+
+
+def test_last_replica_standing_lost_without_elr_kept_with_it():
+    kept = sc.last_replica_standing()
+    assert kept.steps["ISR [1]"].elr == (3,) and kept.steps["1 fenced"].leader == 3
+    assert kept.lost == [] and kept.violations == []
+    lost = sc.last_replica_standing(OFF({sg.ELR}))
+    assert lost.steps["1 fenced"].isr == (1,) and lost.steps["1 fenced"].leader == NO_LEADER
+    assert lost.final_leader == 1 and values(lost.lost) == [b"r1", b"r2"]
+    assert {"leader-completeness", "leader-candidate-completeness"} <= lost.violation_names()
+
+
+def test_unclean_election_loses_acknowledged_writes():
+    lost = sc.unclean_election(unclean=True)
+    assert lost.final_leader == 3 and lost.unclean_events == ["unclean election"]
+    assert values(lost.lost) == [b"r1", b"r2", b"r3"]
+    via_switch = sc.unclean_election(OFF({sg.CLEAN_ELECTION_ONLY}), unclean=False)
+    assert values(via_switch.lost) == [b"r1", b"r2", b"r3"]
+    kept = sc.unclean_election(unclean=False)
+    assert kept.final_leader in (1, 2) and kept.lost == [] and kept.violations == []
+
+
+def test_leso_rule_keeps_a_lagging_follower_out_of_the_isr():
+    kept = sc.leso_rule()
+    assert kept.steps["3 back"].isr == (2,) and 3 not in kept.steps["3 back"].elr
+    assert kept.lost == [] and kept.violations == []
+    lost = sc.leso_rule(OFF({sg.LESO_CHECK}))
+    assert lost.final_leader == 3 and values(lost.lost) == [b"A"]
+    assert "leader-candidate-completeness" in lost.violation_names()
