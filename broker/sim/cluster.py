@@ -75,6 +75,8 @@ class SimCluster:
         self.clients: dict[str, SimProducer] = {}
         self.admin_responses: list[object] = []
         self.steps = 0
+        # scenarios may hold back chosen messages: extra_delay(src, to, msg) -> ms
+        self.extra_delay: Callable[[int | str, int | str, object], int] | None = None
         self.start_controller()
         for i in self.brokers:
             self.start_broker(i)
@@ -132,6 +134,8 @@ class SimCluster:
     def send(self, src: int | str, to: int | str, msg: object) -> None:
         # the admin client talks to the controller over a reliable side channel
         t = self.now + 1 if ADMIN in (src, to) else self.net.delivery_time(src, to, self.now)
+        if t is not None and self.extra_delay is not None:
+            t += self.extra_delay(src, to, msg)
         if t is not None:
             self._push(t, "msg", to, src, msg, self._incarnation(to))
 

@@ -1,6 +1,6 @@
 """The simulated network: per-link delay, drop, partition (one-way grudges) and reorder.
 
-Links are FIFO by default (as a TCP connection is); with `reorder_probability` a message
+`slow` adds a one-way delay to a link. Links are FIFO by default (as a TCP connection is); with `reorder_probability` a message
 may overtake the ones sent before it on the same link. A dropped message models a broken
 connection: senders recover through their request timeouts.
 """
@@ -26,6 +26,7 @@ class SimNetwork:
     rng: random.Random
     settings: NetworkSettings = field(default_factory=NetworkSettings)
     blocked: set[tuple[Node, Node]] = field(default_factory=set)
+    slow: dict[tuple[Node, Node], int] = field(default_factory=dict)  # extra one-way delay (ms)
     _last_delivery: dict[tuple[Node, Node], int] = field(default_factory=dict)
 
     def delivery_time(self, src: Node, dst: Node, now: int) -> int | None:
@@ -35,7 +36,7 @@ class SimNetwork:
         s = self.settings
         if s.drop_probability and self.rng.random() < s.drop_probability:
             return None
-        t = now + self.rng.randint(s.min_delay_ms, s.max_delay_ms)
+        t = now + self.rng.randint(s.min_delay_ms, s.max_delay_ms) + self.slow.get((src, dst), 0)
         if not (s.reorder_probability and self.rng.random() < s.reorder_probability):
             t = max(t, self._last_delivery.get((src, dst), 0))
         self._last_delivery[(src, dst)] = max(t, self._last_delivery.get((src, dst), 0))
@@ -54,3 +55,4 @@ class SimNetwork:
 
     def heal(self) -> None:
         self.blocked.clear()
+        self.slow.clear()

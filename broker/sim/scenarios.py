@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from broker.core import safeguards as sg
 from broker.core.broker import BrokerConfig
 from broker.core.controller import ControllerConfig
-from broker.core.messages import TopicPartition
+from broker.core.messages import AlterPartitionRequest, TopicPartition
 from broker.core.metadata import PartitionRegistration
 from broker.core.replica import FOLLOWER, LEADER
 from broker.sim.clients import Ack
@@ -262,6 +262,41 @@ def leso_rule(off: frozenset[str] = frozenset(), seed: int = 6) -> ScenarioResul
     return _finish(c, steps)
 
 
+def stale_broker_epoch(off: frozenset[str] = frozenset(), seed: int = 7) -> ScenarioResult:
+    """KIP-903 (KAFKA-14617): replicas 1 (leader) and 2, min.insync.replicas=1. 2 catches up
+    and 1 proposes adding it, but the AlterPartition is slow to reach the controller. 2
+    meanwhile loses its disk (power loss, nothing flushed), restarts and re-registers with
+    a new broker epoch. The stale proposal arrives: with the broker-epoch check it is
+    INELIGIBLE_REPLICA; without it 2 joins the ISR with an empty log, 1 dies, 2 is elected."""
+    c = _cluster(seed, off, flush_interval_ms=None)
+    c.create_topic("t", 1, 2, {"min.insync.replicas": "1"})
+    steps = {"initial": c.registration(TP)}
+    leader, follower = c.registration(TP).replicas
+    _must(c.produce_and_wait(TP, b"k0") is not None, "k0 acked")
+    c.net.cut(leader, follower)
+    _must(_wait_for_isr(c, (leader,)), "the follower leaves the ISR")
+    for i in range(3):
+        _must(c.produce_and_wait(TP, f"k{i + 1}".encode()) is not None, "write acked on [leader]")
+    steps["ISR [leader]"] = c.registration(TP)
+    c.extra_delay = lambda src, to, msg: 15000 if isinstance(msg, AlterPartitionRequest) else 0
+    c.net.blocked.discard((leader, follower))
+    c.net.blocked.discard((follower, leader))
+    _must(c.run_until_true(lambda: (r := _replica(c, leader)) is not None and r.pending_alter is not None, 10000),
+          "the leader proposes the follower")
+    c.extra_delay = None
+    c.power_loss(follower)
+    c.net.cut(leader, follower)  # the restarted follower stays empty
+    c.start_broker(follower)
+    c.run_for(16000)
+    steps["stale proposal arrived"] = c.registration(TP)
+    c.crash(leader)
+    c.run_for(12000)
+    c.net.heal()
+    steps["leader down"] = c.registration(TP)
+    c.start_broker(leader)
+    return _finish(c, steps)
+
+
 SCENARIOS = {
     "hw-truncation": (hw_truncation, sg.EPOCH_TRUNCATION),
     "clean-elr-recovery": (clean_elr_recovery, sg.ELR),
@@ -269,6 +304,7 @@ SCENARIOS = {
     "last-replica-standing": (last_replica_standing, sg.ELR),
     "unclean-election": (unclean_election, sg.CLEAN_ELECTION_ONLY),
     "leso-rule": (leso_rule, sg.LESO_CHECK),
+    "stale-broker-epoch": (stale_broker_epoch, sg.BROKER_EPOCH_CHECK),
 }
 
 __all__ = ["SCENARIOS", "ScenarioResult", "replace"]

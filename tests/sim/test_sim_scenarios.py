@@ -72,3 +72,13 @@ def test_leso_rule_keeps_a_lagging_follower_out_of_the_isr():
     lost = sc.leso_rule(OFF({sg.LESO_CHECK}))
     assert lost.final_leader == 3 and values(lost.lost) == [b"A"]
     assert "leader-candidate-completeness" in lost.violation_names()
+
+
+def test_kip_903_stale_broker_epoch_cannot_join_the_isr():
+    kept = sc.stale_broker_epoch()
+    assert kept.steps["stale proposal arrived"].isr == (1,)
+    assert kept.lost == [] and kept.violations == []
+    lost = sc.stale_broker_epoch(OFF({sg.BROKER_EPOCH_CHECK}))
+    assert lost.steps["stale proposal arrived"].isr == (1, 2)
+    assert lost.final_leader == 2 and len(lost.lost) == 4
+    assert "leader-candidate-completeness" in lost.violation_names()
