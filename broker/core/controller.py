@@ -9,6 +9,7 @@ its place: requests are answered only once their records are committed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -87,11 +88,15 @@ class MetadataQuorum(Protocol):
 
 
 class LocalMetadataQuorum:
-    """A single voter: appended records are committed at once (the shell persists them
-    to the metadata log file before delivering the returned actions)."""
+    """A single voter: appended records are committed at once. `on_append(offset, record)`
+    is where the shell persists each record (append `encode_record` to the metadata log
+    file and fsync) before any action that depends on it is sent."""
 
-    def __init__(self, log: MetadataLog | None = None) -> None:
+    def __init__(
+        self, log: MetadataLog | None = None, on_append: Callable[[int, MetadataRecord], None] | None = None
+    ) -> None:
         self.log = log or MetadataLog()
+        self.on_append = on_append
 
     @property
     def end_offset(self) -> int:
@@ -102,7 +107,10 @@ class LocalMetadataQuorum:
         return self.log.end_offset
 
     def append(self, record: MetadataRecord) -> int:
-        return self.log.append(record)
+        off = self.log.append(record)
+        if self.on_append is not None:
+            self.on_append(off, record)
+        return off
 
     def read_from(self, offset: int, max_records: int) -> tuple[MetadataRecord, ...]:
         return self.log.read_from(offset, max_records)

@@ -184,6 +184,23 @@ class MetadataLog:
         return tuple(self.records[offset : offset + max_records])
 
 
+def metadata_log_from_lines(lines: list[bytes] | list[str], where: str = "metadata log") -> MetadataLog:
+    """Rebuild the log from its file's lines (offsets must run 0, 1, 2, ...); a torn last
+    line (no newline, from a crash mid-write) is dropped. ValueError names the bad line."""
+    log = MetadataLog()
+    for i, line in enumerate(lines, start=1):
+        text = line.decode() if isinstance(line, bytes) else line
+        if not text.strip():
+            continue
+        if i == len(lines) and not text.endswith("\n"):
+            break
+        off, rec = decode_line(text, f"{where}:{i}")
+        if off != log.end_offset:
+            raise ValueError(f"{where}:{i}: record offset {off}, expected {log.end_offset}")
+        log.append(rec)
+    return log
+
+
 def with_changes(reg: PartitionRegistration, **changes: object) -> PartitionRegistration:
     """`reg` with fields replaced (a thin alias kept for readability at call sites)."""
     return replace(reg, **changes)

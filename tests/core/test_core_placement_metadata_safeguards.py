@@ -89,3 +89,22 @@ def test_safeguard_registry_names_and_documents_every_switch():
     assert sg.parse_config("elr, leso-check") == {"elr", "leso-check"}
     with pytest.raises(sg.UnknownSafeguard, match="unknown safeguard 'nope'"):
         sg.parse_config("nope")
+
+
+def test_metadata_file_round_trip_through_the_quorum_hook(tmp_path):
+    from broker.core.controller import Controller, ControllerConfig, LocalMetadataQuorum
+    from broker.core.messages import BrokerRegistrationRequest
+    from broker.core.metadata import metadata_log_from_lines
+
+    path = tmp_path / "metadata.log"
+    with path.open("ab") as f:
+        c = Controller(ControllerConfig(), LocalMetadataQuorum(on_append=lambda off, rec: f.write(encode_record(off, rec))))
+        c.handle(1, BrokerRegistrationRequest(1, 1, "a"), 0)
+        c.handle(2, BrokerRegistrationRequest(1, 2, "b"), 0)
+    lines = path.read_bytes().splitlines(keepends=True)
+    log = metadata_log_from_lines(lines + [b'{"offset": 2, "ty'])  # a torn last line is dropped
+    assert log.end_offset == 2
+    again = Controller(ControllerConfig(), LocalMetadataQuorum(log))
+    assert sorted(again.image.brokers) == [1, 2] and again.image.brokers[2].broker_epoch == 1
+    with pytest.raises(ValueError, match=r"m:2: record offset 0, expected 1"):
+        metadata_log_from_lines([lines[0], lines[0], b"\n"], "m")
