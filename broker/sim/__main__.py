@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle-ms", type=int, default=30000, help="virtual time after the final heal (default 30000)")
     p.add_argument("--safeguard-off", action="append", default=[], metavar="NAME",
                    help=f"switch a safeguard off (repeatable): {', '.join(sorted(sg.REGISTRY))}")
+    p.add_argument("--recovery", choices=["manual", "balanced"], default="manual",
+                   help="unclean recovery of the safe configuration: manual (all faults) or balanced (no power loss)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every seed's summary and fault log")
     a = p.parse_args(argv)
     try:
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     failed = []
     for s in seeds:
-        r = random_run(s, off, a.duration_ms, a.settle_ms)
+        r = random_run(s, off, a.duration_ms, a.settle_ms, a.recovery)
         if a.verbose or not r.ok:
             print(r.summary())
             if a.verbose:

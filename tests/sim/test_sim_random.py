@@ -27,6 +27,18 @@ def test_random_seeds_hold_every_invariant(chunk):
     assert not failed, "\n".join(failed) + "\nreplay: python -m broker.sim --seed N -v"
 
 
+@pytest.mark.parametrize("chunk", range(2))
+def test_random_seeds_with_balanced_recovery_hold_every_invariant(chunk):
+    failed, recoveries = [], 0
+    for seed in range(chunk, SEEDS // 3, 2):
+        r = random_run(seed, recovery="balanced")
+        recoveries += r.unclean_recoveries
+        if not r.ok:
+            failed.append(r.summary())
+    assert not failed, "\n".join(failed) + "\nreplay: python -m broker.sim --recovery balanced --seed N -v"
+    assert recoveries > 0  # the recovery path was exercised
+
+
 def test_a_seed_replays_exactly():
     a, b = random_run(17), random_run(17)
     assert (a.steps, a.acked_all, a.acked_one, a.faults) == (b.steps, b.acked_all, b.acked_one, b.faults)
