@@ -111,8 +111,7 @@ class Broker:
         self._cid = 0
         self._registration_at: int | None = None  # in flight since / retry at
         self._registration_cid = -1
-        self._heartbeat_cid = -1
-        self._heartbeat_sent = 0
+        self._heartbeats: list[int] = []  # correlation ids of heartbeats in flight
         self._next_heartbeat = 0
         self._metadata_cid = -1
         self._metadata_sent = 0
@@ -262,21 +261,21 @@ class Broker:
         self._send_metadata_fetch(now, acts)
 
     def _send_heartbeat(self, now: int, acts: Actions) -> None:
-        self._heartbeat_cid = self._id()
-        self._heartbeat_sent = now
+        cid = self._id()
+        self._heartbeats = [*self._heartbeats[-7:], cid]  # heartbeats go on a schedule, in flight or not
         self._next_heartbeat = now + self.config.broker_heartbeat_interval_ms
         acts.send(
             self.config.controller_id,
             BrokerHeartbeatRequest(
-                self._heartbeat_cid, self.id, self.broker_epoch, self.image.next_offset - 1,
+                cid, self.id, self.broker_epoch, self.image.next_offset - 1,
                 want_fence=False, want_shut_down=self.state == PENDING_CONTROLLED_SHUTDOWN,
             ),
         )
 
     def _on_heartbeat_response(self, msg: BrokerHeartbeatResponse, now: int, acts: Actions) -> None:
-        if msg.correlation_id != self._heartbeat_cid:
+        if msg.correlation_id not in self._heartbeats:
             return
-        self._heartbeat_cid = -1
+        self._heartbeats = [c for c in self._heartbeats if c > msg.correlation_id]
         if msg.error is ErrorCode.stale_broker_epoch:
             self.state = STARTING
             self._register(now, acts)
