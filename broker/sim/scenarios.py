@@ -297,6 +297,52 @@ def stale_broker_epoch(off: frozenset[str] = frozenset(), seed: int = 7) -> Scen
     return _finish(c, steps)
 
 
+def stale_partition_epoch(off: frozenset[str] = frozenset(), seed: int = 8) -> ScenarioResult:
+    """A stale AlterPartition (KIP-497's concurrency control): leader 1 proposes ISR [1,3]
+    (dropping the lagging 2) at partition epoch 0 and the request is held up in the
+    network. 3 is then cut off and fenced, the ISR shrinks to [1] and writes commit on 1
+    alone (min.insync.replicas=1). 3 is unfenced again (same broker epoch) but stays
+    behind. The old request arrives: with the partition-epoch check it is
+    INVALID_UPDATE_VERSION; without it the ISR becomes [1,3] and 3 is elected when 1 dies."""
+    c = _cluster(seed, off, lag_ms=3000)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "1"})
+    steps = {"initial": c.registration(TP)}
+    _must(c.produce_and_wait(TP, b"s0") is not None, "s0 acked")
+    held: list[int] = []
+
+    def hold_first_alter(src: int | str, to: int | str, msg: object) -> int:
+        if isinstance(msg, AlterPartitionRequest) and not held:
+            held.append(c.now + 20000)
+            return 20000
+        return 0
+
+    c.extra_delay = hold_first_alter
+    c.net.cut(1, 2)
+    n = 0
+    while not held and n < 60:
+        n += 1
+        c.produce_async(TP, f"filler-{n}".encode(), acks=1)
+        c.run_until_true(lambda: bool(held), 500)
+    _must(bool(held), "1 proposes [1,3]")
+    c.net.isolate(3, [1, 2, CONTROLLER])
+    _must(_wait_for_isr(c, (1,), 30000), "the ISR shrinks to [1]")
+    steps["ISR [1]"] = c.registration(TP)
+    for i in range(3):
+        _must(c.produce_and_wait(TP, f"s{i + 1}".encode()) is not None, "write acked on [1]")
+    for pair in ((3, CONTROLLER), (CONTROLLER, 3)):
+        c.net.blocked.discard(pair)  # 3 is back with the controller, not with the leader
+    _must(held[0] > c.now, "the held request is still in flight")
+    c.run_until(held[0] + 20)
+    steps["stale proposal arrived"] = c.registration(TP)
+    c.extra_delay = None
+    c.crash(1)
+    c.run_for(12000)
+    steps["leader down"] = c.registration(TP)
+    c.net.heal()
+    c.start_broker(1)
+    return _finish(c, steps)
+
+
 SCENARIOS = {
     "hw-truncation": (hw_truncation, sg.EPOCH_TRUNCATION),
     "clean-elr-recovery": (clean_elr_recovery, sg.ELR),
@@ -305,6 +351,7 @@ SCENARIOS = {
     "unclean-election": (unclean_election, sg.CLEAN_ELECTION_ONLY),
     "leso-rule": (leso_rule, sg.LESO_CHECK),
     "stale-broker-epoch": (stale_broker_epoch, sg.BROKER_EPOCH_CHECK),
+    "stale-partition-epoch": (stale_partition_epoch, sg.PARTITION_EPOCH_CHECK),
 }
 
 __all__ = ["SCENARIOS", "ScenarioResult", "replace"]

@@ -82,3 +82,13 @@ def test_kip_903_stale_broker_epoch_cannot_join_the_isr():
     assert lost.steps["stale proposal arrived"].isr == (1, 2)
     assert lost.final_leader == 2 and len(lost.lost) == 4
     assert "leader-candidate-completeness" in lost.violation_names()
+
+
+def test_stale_partition_epoch_alter_partition_is_refused():
+    kept = sc.stale_partition_epoch()
+    assert kept.steps["stale proposal arrived"].isr == (1,)
+    assert kept.lost == [] and kept.violations == []
+    lost = sc.stale_partition_epoch(OFF({sg.PARTITION_EPOCH_CHECK}))
+    assert lost.steps["stale proposal arrived"].isr == (1, 3)
+    assert lost.final_leader == 3 and values(lost.lost) == [b"s1", b"s2", b"s3"]
+    assert "leader-candidate-completeness" in lost.violation_names()
