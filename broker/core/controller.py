@@ -190,7 +190,10 @@ class Controller:
         return int(self.image.topic_config(topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
 
     def safeguards_for(self, topic: str) -> sg.SafeguardSet:
-        return self.config.safeguards.union(sg.parse_config(self.image.topic_config(topic, "wrack.safeguards.off", "")))
+        value = self.image.topic_config(topic, "wrack.safeguards.off", "")
+        if not value:
+            return self.config.safeguards
+        return self.config.safeguards.union(sg.parse_config(value))
 
     def _change(
         self,

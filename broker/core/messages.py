@@ -9,6 +9,7 @@ Every request carries a `correlation_id` echoed by its response.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -19,8 +20,9 @@ UNDEFINED_OFFSET = -1
 Address = int | str  # a node id (int) or a client id (str)
 
 
-@dataclass(frozen=True, slots=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition of a topic (a tuple: hashed in C, it keys every per-partition map)."""
+
     topic: str
     partition: int
 

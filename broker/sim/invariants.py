@@ -14,6 +14,9 @@ Checks (names as reported):
 - ``one-leader-per-epoch``: at most one broker acts as leader in a given leader epoch.
 - ``acked-write-lost``: every acks=all acknowledgement names a committed offset holding
   that record (and, through leader completeness, it stays there).
+- ``valid-controller-state`` (the TLA+ ValidControllerIsrAndElr): ISR and ELR are
+  disjoint subsets of the replicas, the leader is in the ISR, ELR is empty once the ISR
+  reaches min.insync.replicas, and (with ELR) no fenced broker is in the ISR.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Oracle:
     verified: dict[tuple[int, TopicPartition], int] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
     _reported: set[tuple[str, object]] = field(default_factory=set)
+    _checked_image: tuple[int, int] = (-1, -1)
 
     def _violate(self, now: int, name: str, key: object, detail: str) -> None:
         if (name, key) not in self._reported:
@@ -120,8 +124,13 @@ class Oracle:
                         cl.append((b.epoch, b.crc, o - b.base))
         if image is None:
             return
-        # 2. completeness of the leader and of the leader candidates; log matching
+        # 2. controller state; completeness of the leader and of the leader candidates
+        stamp = (id(cluster.controller), image.next_offset)
+        fresh = stamp != self._checked_image
+        self._checked_image = stamp
         for tp, reg in image.partitions.items():
+            if fresh:
+                self._check_registration(cluster, now, tp, reg)
             cl_len = len(self.committed.get(tp, ()))
             if reg.leader != NO_LEADER:
                 n = cluster.brokers.get(reg.leader)
@@ -148,6 +157,24 @@ class Oracle:
                 bad = self._verify(n.id, tp, r.log, min(r.high_watermark, r.log.log_end_offset))  # type: ignore[arg-type]
                 if bad is not None:
                     self._violate(now, "log-matching", (tp, n.id, bad), f"{tp} replica {n.id} differs from the committed log at offset {bad}")
+
+    def _check_registration(self, cluster: SimCluster, now: int, tp: TopicPartition, reg: object) -> None:
+        assert cluster.controller is not None
+        ctl = cluster.controller
+        isr, elr, replicas = set(reg.isr), set(reg.elr), set(reg.replicas)  # type: ignore[attr-defined]
+        problems = []
+        if isr & elr or not (isr | elr) <= replicas:
+            problems.append(f"ISR {sorted(isr)} / ELR {sorted(elr)} overlap or leave the replicas")
+        if reg.leader != NO_LEADER and reg.leader not in isr:  # type: ignore[attr-defined]
+            problems.append(f"leader {reg.leader} not in ISR {sorted(isr)}")  # type: ignore[attr-defined]
+        if ctl._policy(tp.topic).elr:
+            if len(isr) >= ctl.min_isr(tp.topic) and elr:
+                problems.append(f"ELR {sorted(elr)} with ISR {sorted(isr)} at min ISR")
+            fenced = [b for b in isr if not ctl.image.is_usable(b)]
+            if fenced:
+                problems.append(f"fenced or shutting-down {fenced} in the ISR")
+        if problems:
+            self._violate(now, "valid-controller-state", (tp, reg.partition_epoch), f"{tp}: " + "; ".join(problems))  # type: ignore[attr-defined]
 
     def lost_acked_writes(self, cluster: SimCluster) -> dict[TopicPartition, list[Ack]]:
         """acks=all acknowledgements missing from the current leader's log (read back);
