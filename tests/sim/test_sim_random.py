@@ -13,7 +13,7 @@ import pytest
 
 from broker.sim.random_run import random_run
 
-SEEDS = int(os.environ.get("WRACK_SIM_SEEDS", "300"))
+SEEDS = int(os.environ.get("WRACK_SIM_SEEDS", "500"))
 CHUNKS = 6
 
 
