@@ -174,3 +174,14 @@ def test_pre_kip_101_follower_truncates_to_its_hw_on_a_new_epoch():
 def test_new_leader_assigns_its_epoch_start_offset():
     r, _ = leader(log=log_with([(0, 4)]), leader_epoch=3)
     assert r.role == LEADER and r.leso == 4 and r.log.epoch_entries()[-1] == (3, 4)
+
+
+def test_consumers_read_below_the_hwm_only():
+    r, img = leader(isr=(1, 2))
+    produce(r, value=b"a")
+    produce(r, value=b"b")
+    assert r.consumer_read(0, 1 << 20).records == b""  # nothing committed yet
+    fetch(r, img, 2, 1)
+    got = r.consumer_read(0, 1 << 20)
+    assert got.high_watermark == 1 and got.records and r.log.read(0, 1 << 20, 1) == got.records
+    assert r.consumer_read(2, 100).error is ErrorCode.offset_out_of_range
