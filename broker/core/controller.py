@@ -345,7 +345,7 @@ class Controller:
                     BrokerRegistrationChangeRecord(req.broker_id, b.broker_epoch, in_controlled_shutdown=True), acts
                 )
                 self._remove_from_partitions(req.broker_id, acts)
-                self.shutdown_offset[req.broker_id] = self.quorum.end_offset
+                self.shutdown_offset[req.broker_id] = self.quorum.end_offset - 1  # its last record
             done_at = self.shutdown_offset.get(req.broker_id, 0)
             if b.fenced or req.current_metadata_offset >= done_at:
                 should_shut_down = True

@@ -45,7 +45,7 @@ class Cluster:
         return r
 
     def heartbeat(self, b, **kw):
-        req = BrokerHeartbeatRequest(2, b, self.epochs[b], self.c.quorum.end_offset, **kw)
+        req = BrokerHeartbeatRequest(2, b, self.epochs[b], self.c.quorum.end_offset - 1, **kw)  # last applied offset
         return reply(self.c.handle(b, req, self.now))
 
     def create(self, **configs):
