@@ -145,6 +145,20 @@ class Broker:
             acts.other.append(ShutdownComplete(self.broker_epoch))
         return acts
 
+    def connection_lost(self, node: int, now: int) -> Actions:
+        """The shell's connection to `node` broke: the fetch in flight to it will not be
+        answered. Its partitions back off `replica_fetch_backoff_ms`, then fetch again
+        (from whoever leads them by then) instead of waiting for the request timeout."""
+        f = self._fetchers.get(node)
+        if f is not None and f.correlation_id >= 0:
+            f.correlation_id = -1
+            for tp in f.sent:
+                r = self.partitions.get(tp)
+                if r is not None and r.role == FOLLOWER:
+                    r.fetch_backoff_until = now + self.config.replica_fetch_backoff_ms
+        self._parked = [p for p in self._parked if p.src != node]
+        return Actions()
+
     def handle(self, src: int | str, msg: object, now: int) -> Actions:
         acts = Actions()
         if self.state == SHUT_DOWN:

@@ -61,3 +61,13 @@ def test_acks_all_is_refused_below_min_isr_and_acks_1_is_not():
     assert c.produce_and_wait(TP, b"all", timeout_ms=3000) is None
     assert c.producer("sync").errors.get("not_enough_replicas", 0) >= 1
     assert c.produce_and_wait(TP, b"one", acks=1) is not None
+
+
+def test_a_lost_connection_retries_the_fetch_after_the_backoff():
+    c = started()
+    b2 = c.brokers[2].broker
+    assert b2._fetchers[1].correlation_id >= 0  # a fetch to leader 1 is always in flight
+    c.crash(1)
+    c.brokers[2].broker.connection_lost(1, c.now)
+    assert b2._fetchers[1].correlation_id < 0 and b2.partitions[TP].fetch_backoff_until == c.now + 1000
+    assert b2.next_deadline() <= c.now + 1000
