@@ -319,3 +319,16 @@ class Actions:
 
     def send(self, to: Address, message: object) -> None:
         self.sends.append(Send(to, message))
+
+
+# What a shell routes to the controller (everything else a node receives is for its
+# broker); needed when `process.roles=broker,controller` shares one node id.
+CONTROLLER_BOUND = (
+    BrokerRegistrationRequest,
+    BrokerHeartbeatRequest,
+    MetadataFetchRequest,
+    AlterPartitionRequest,
+    CreateTopicRequest,
+    ElectLeadersRequest,
+    GetReplicaLogInfoResponse,
+)
