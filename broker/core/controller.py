@@ -177,14 +177,19 @@ class Controller:
         self._answer_parked(acts, only_ready=True)
         return off
 
-    def _policy(self, topic: str) -> ElectionPolicy:
+    def _policy(self, topic: str, replication_factor: int | None = None) -> ElectionPolicy:
+        """Election rules of `topic`; min ISR is capped at the replication factor, as the
+        leader's (Kafka's effective min ISR)."""
         guards = self.safeguards_for(topic)
         unclean = (
             self.image.topic_config(topic, "unclean.leader.election.enable", str(self.config.unclean_leader_election_enable).lower())
             == "true"
             or not guards.on(sg.CLEAN_ELECTION_ONLY)
         )
-        return ElectionPolicy(min_isr=self.min_isr(topic), elr=guards.on(sg.ELR), unclean=unclean)
+        min_isr = self.min_isr(topic)
+        if replication_factor is not None:
+            min_isr = min(min_isr, replication_factor)
+        return ElectionPolicy(min_isr=min_isr, elr=guards.on(sg.ELR), unclean=unclean)
 
     def min_isr(self, topic: str) -> int:
         return int(self.image.topic_config(topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
@@ -211,7 +216,7 @@ class Controller:
             reg,
             target_isr=reg.isr if target_isr is None else target_isr,
             usable=self.image.is_usable,
-            policy=self._policy(tp.topic),
+            policy=self._policy(tp.topic, len(reg.replicas)),
             unclean_shutdown=unclean_shutdown,
             leader_recovery_state=leader_recovery_state,
             force_leader=force_leader,

@@ -190,3 +190,11 @@ def test_metadata_fetch_parks_until_a_record_is_committed():
     acts = k.c.handle(1, MetadataFetchRequest(6, 1, k.c.quorum.end_offset, 500), 20)
     assert acts.sends == [] and k.c.next_deadline() <= 520
     assert isinstance(k.c.tick(520).sends[0].message, MetadataFetchResponse)
+
+
+def test_min_isr_above_the_replication_factor_is_capped():
+    k = Cluster()
+    reply(k.c.handle("admin", CreateTopicRequest(3, "t", 1, 1, (("min.insync.replicas", "2"),)), 0))
+    assert k.reg.replicas == (1,) and k.reg.elr == ()
+    k.heartbeat(1, want_fence=True)
+    assert k.reg.leader == -1 and k.reg.elr == (1,)  # ISR 0 < effective min ISR 1
