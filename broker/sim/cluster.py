@@ -250,8 +250,18 @@ class SimCluster:
         n.tick_at = None
 
     def crash(self, i: int) -> None:
-        """kill -9: the process dies, the page cache (and so the whole log) survives."""
+        """kill -9: the process dies, the page cache (and so the whole log) survives. The
+        host is up, so its kernel resets the peers' connections: they learn it at once
+        (`Broker.connection_lost`); after a power loss they only time out."""
         self._stop(self.brokers[i])
+        for j, n in self.brokers.items():
+            if j != i and n.broker is not None and (i, j) not in self.net.blocked:
+                self._push(self.now + self.net.settings.min_delay_ms, "call", lambda j=j, inc=n.incarnation: self._reset(j, inc, i))
+
+    def _reset(self, j: int, incarnation: int, peer: int) -> None:
+        n = self.brokers[j]
+        if n.broker is not None and n.incarnation == incarnation:
+            self._apply(j, n.broker.connection_lost(peer, self.now))
 
     def power_loss(self, i: int) -> None:
         """The machine loses power: the process dies and unsynced data is lost."""
