@@ -1,0 +1,220 @@
+"""The broker's lifecycle on any node: install, configure, start, stop, kill, pause, wipe, collect.
+
+`BrokerDB` drives `wrack-broker --config FILE` on the nodes of a cluster, one Kafka-style
+properties file per node built from the test's options (`broker_properties`).
+
+Hooks (`NodeHook`) switch node-level features on per node without the DB knowing them:
+- `setup(db, node)` runs after configure and before the first start (e.g. nemesis/lazyfs
+  mounts its FUSE filesystem at `db.data_dir(node)`);
+- `start_env(db, node) -> dict` adds environment variables to every start (e.g.
+  nemesis/clock returns the LD_PRELOAD libfaketime variables);
+- `after_kill(db, node)` runs right after the broker was SIGKILLed (power loss: drop
+  unsynced data);
+- `teardown(db, node)` runs before `wipe`/collect at the end (unmount; must be idempotent).
+Register hooks with `db.hooks.append(hook)`; every method of a hook is optional.
+
+Contracts: `start` returns once the daemon runs (not once the broker is ready: use
+`wait_ready`); `stop` sends SIGTERM and waits (then SIGKILL); `kill`/`pause`/`resume`
+signal the process and never wait for the broker's cooperation; all of them are safe on a
+node where the broker is not running.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from clusters.node import Cluster, DaemonSpec, Node, NodeError
+
+BROKER_PORT = 9092
+CONTROLLER_PORT = 9093
+
+
+class NodeHook(Protocol):
+    """Per-node feature switched into the DB lifecycle; all methods optional (see module doc)."""
+
+
+@dataclass
+class BrokerOptions:
+    """The test's options for the broker. `extra` are further properties, verbatim."""
+
+    controllers: int = 1
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    flush_interval_messages: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    command: list[str] = field(default_factory=lambda: ["wrack-broker"])
+
+
+def broker_properties(cluster: Cluster, node: Node, opts: BrokerOptions, data_dir: str) -> dict[str, str]:
+    """The properties of `node`'s broker: node.id is its position, the first
+    `opts.controllers` nodes are also controllers (KRaft-style combined mode)."""
+    ids = {n.name: i for i, n in enumerate(cluster.nodes)}
+    nid = ids[node.name]
+    controllers = cluster.nodes[: max(1, opts.controllers)]
+    is_controller = node in controllers
+    listeners = f"PLAINTEXT://{node.address}:{BROKER_PORT}"
+    if is_controller:
+        listeners += f",CONTROLLER://{node.address}:{CONTROLLER_PORT}"
+    props = {
+        "node.id": str(nid),
+        "process.roles": "broker,controller" if is_controller else "broker",
+        "listeners": listeners,
+        "advertised.listeners": f"PLAINTEXT://{node.address}:{BROKER_PORT}",
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": ",".join(f"{ids[c.name]}@{c.address}:{CONTROLLER_PORT}" for c in controllers),
+        "log.dirs": data_dir,
+        "min.insync.replicas": str(opts.min_insync_replicas),
+        "default.replication.factor": str(min(opts.replication_factor, len(cluster.nodes))),
+    }
+    if opts.flush_interval_messages is not None:
+        props["log.flush.interval.messages"] = str(opts.flush_interval_messages)
+    props.update(opts.extra)
+    return props
+
+
+def render_properties(props: Mapping[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+class BrokerDB:
+    """The broker on every node of `cluster`; see the module docstring."""
+
+    service = "broker"
+
+    def __init__(self, cluster: Cluster, opts: BrokerOptions | None = None):
+        self.cluster = cluster
+        self.opts = opts or BrokerOptions()
+        self.hooks: list[Any] = []
+
+    # paths on a node
+    def dir(self, node: Node) -> str:
+        return node.path(self.service)
+
+    def data_dir(self, node: Node) -> str:
+        return node.data_dir(self.service)
+
+    def config_path(self, node: Node) -> str:
+        return node.path(self.service, "server.properties")
+
+    def pidfile(self, node: Node) -> str:
+        return node.path(self.service, "broker.pid")
+
+    def logfile(self, node: Node) -> str:
+        return node.path(self.service, "broker.log")
+
+    def _hook(self, name: str, node: Node) -> list[Any]:
+        out = []
+        for h in self.hooks:
+            fn = getattr(h, name, None)
+            if fn is not None:
+                out.append(fn(self, node))
+        return out
+
+    # lifecycle
+    def install(self, node: Node) -> None:
+        """Make `wrack-broker` runnable on the node (a backend with remote hosts installs a wheel)."""
+        inst = getattr(node, "install_project", None)
+        if inst is not None:
+            inst()
+
+    def configure(self, node: Node) -> dict[str, str]:
+        """Write the node's properties file; returns the properties."""
+        props = broker_properties(self.cluster, node, self.opts, self.data_dir(node))
+        node.exec(["mkdir", "-p", self.data_dir(node)])
+        node.write_file(self.config_path(node), render_properties(props))
+        return props
+
+    def setup(self, node: Node) -> None:
+        """install + configure + hooks' setup."""
+        self.install(node)
+        self.configure(node)
+        self._hook("setup", node)
+
+    def start(self, node: Node, env: Mapping[str, str] | None = None) -> int:
+        """Start the broker (no-op if running); returns its pid."""
+        if node.daemon_running(self.pidfile(node)):
+            pid = node.daemon_pid(self.pidfile(node))
+            assert pid is not None
+            return pid
+        full_env: dict[str, str] = {}
+        for e in self._hook("start_env", node):
+            full_env.update(e or {})
+        full_env.update(env or {})
+        cmd = self.opts.command
+        return node.start_daemon(DaemonSpec(
+            name=self.service, argv=[*cmd, "--config", self.config_path(node)],
+            pidfile=self.pidfile(node), logfile=self.logfile(node), env=full_env, cwd=self.dir(node)))
+
+    def stop(self, node: Node, timeout: float = 10.0) -> None:
+        """SIGTERM (resuming a paused broker first), wait, then SIGKILL."""
+        pf = self.pidfile(node)
+        if not node.daemon_running(pf):
+            return
+        node.signal_daemon(pf, signal.SIGCONT)
+        node.signal_daemon(pf, signal.SIGTERM)
+        if not node.wait_daemon_exit(pf, timeout):
+            node.signal_daemon(pf, signal.SIGKILL)
+            node.wait_daemon_exit(pf, 5)
+
+    def kill(self, node: Node) -> None:
+        """SIGKILL, then the hooks' after_kill (power loss)."""
+        pf = self.pidfile(node)
+        if node.signal_daemon(pf, signal.SIGKILL):
+            node.wait_daemon_exit(pf, 5)
+        self._hook("after_kill", node)
+
+    def pause(self, node: Node) -> None:
+        node.signal_daemon(self.pidfile(node), signal.SIGSTOP)
+
+    def resume(self, node: Node) -> None:
+        node.signal_daemon(self.pidfile(node), signal.SIGCONT)
+
+    def running(self, node: Node) -> bool:
+        return node.daemon_running(self.pidfile(node))
+
+    def wipe(self, node: Node) -> None:
+        """Remove the broker's data (the data dir's content; it may be a mountpoint)."""
+        node.sh(f"rm -rf {self.data_dir(node)}/* {self.data_dir(node)}/.[!.]* 2>/dev/null; true")
+
+    def teardown(self, node: Node) -> None:
+        """Stop the broker and run the hooks' teardown."""
+        self.stop(node)
+        self._hook("teardown", node)
+
+    def collect(self, node: Node, run_dir: str | os.PathLike[str], data: bool = True) -> Path:
+        """Copy the node's log, config and (optionally) data into `run_dir/<node>/`."""
+        dest = Path(run_dir) / node.name
+        dest.mkdir(parents=True, exist_ok=True)
+        for remote in (self.logfile(node), self.config_path(node)):
+            try:
+                node.fetch(remote, dest / os.path.basename(remote))
+            except NodeError:
+                pass
+        if data:
+            node.fetch_tree(self.data_dir(node), dest / "data")
+        return dest
+
+    def wait_ready(self, node: Node, timeout: float = 30.0) -> None:
+        """Wait until the broker accepts TCP connections on its PLAINTEXT port."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection((node.address, BROKER_PORT), timeout=1):
+                    return
+            except OSError as e:
+                if not self.running(node):
+                    raise NodeError(f"{node.name}: broker exited; see {self.logfile(node)}") from e
+                if time.monotonic() > deadline:
+                    raise NodeError(f"{node.name}: broker not reachable on {node.address}:{BROKER_PORT}"
+                                    f" after {timeout:g} s") from e
+                time.sleep(0.1)
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{n.address}:{BROKER_PORT}" for n in self.cluster.nodes)
