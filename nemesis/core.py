@@ -1,0 +1,263 @@
+"""The nemesis: runs fault ops on a cluster and records each one in the history.
+
+`Nemesis.invoke(FaultOp(f, value))` performs the fault and appends one event
+``{"process": "nemesis", "type": "info", "f": f, "value": {...what was done...}}`` to the
+history (DESIGN.md). Built-in fs (paired by `harness.history.fault_windows`):
+
+- `start-partition` value: "halves" | "majority" | "one" | "majorities-ring" | "bridge" |
+  {"isolate": TARGET} | {"one-way": {"from": TARGET, "to": TARGET}} | {"components": [[..], ..]};
+  recorded with the grudge actually applied. `stop-partition` heals.
+- `kill` / `start` (TARGET, default "all" for start), `pause` / `resume` (likewise);
+- `restart` (clean: SIGTERM, wait, start) and `rolling-restart` (one node at a time, each
+  back up before the next), recorded as instants.
+
+TARGET is a spec of `nemesis.targets.resolve` (one/minority/majority/all, node names, or
+roles from the cluster's metadata: leader, controller, isr-followers).
+
+Other fault packages add their fs with `register(f, fn)` and their undo with
+`register_heal(name, fn)`; `heal_all()` runs every undo (network, paused and stopped
+processes, then the registered ones, e.g. clocks), records the closing events, never
+stops at the first error and returns the errors it met.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from clusters.node import Cluster
+from nemesis import grudge as G
+from nemesis.net import IptablesNet
+from nemesis.targets import MetadataSource, resolve
+
+
+@dataclass(frozen=True)
+class FaultOp:
+    """One fault action: `f` and its `value` (what to do; the recorded value says what was done)."""
+
+    f: str
+    value: Any = None
+
+
+class ProcessDB(Protocol):
+    """What process faults need from a DB (clusters.db.BrokerDB has it)."""
+
+    def kill(self, node: Any) -> None: ...
+    def start(self, node: Any) -> int: ...
+    def stop(self, node: Any) -> None: ...
+    def pause(self, node: Any) -> None: ...
+    def resume(self, node: Any) -> None: ...
+    def running(self, node: Any) -> bool: ...
+
+
+class EventSink(Protocol):
+    def append(self, event: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Nemesis:
+    """Faults for `cluster` (and `db`'s processes), recorded into `history` (a HistoryWriter)."""
+
+    def __init__(self, cluster: Cluster, db: ProcessDB | None = None, history: EventSink | None = None,
+                 rng: random.Random | None = None, metadata: MetadataSource | None = None,
+                 wait_ready: Callable[[Any], None] | None = None):
+        self.cluster = cluster
+        self.db = db
+        self.history = history
+        self.rng = rng or random.Random()
+        self.metadata = metadata
+        self.wait_ready = wait_ready or getattr(db, "wait_ready", None)
+        self.net = IptablesNet(cluster.nodes)
+        self.partitioned = False
+        self.killed: set[str] = set()
+        self.paused: set[str] = set()
+        self._lock = threading.RLock()
+        self.handlers: dict[str, Callable[[Any], Any]] = {
+            "start-partition": self._start_partition, "stop-partition": self._stop_partition,
+            "kill": self._kill, "start": self._start, "pause": self._pause, "resume": self._resume,
+            "restart": self._restart, "rolling-restart": self._rolling_restart,
+        }
+        self.heals: list[tuple[str, Callable[[], Any]]] = []
+
+    # ----------------------------------------------------------------- registry
+
+    def register(self, f: str, fn: Callable[[Any], Any]) -> None:
+        """Handle fault `f` with `fn(value) -> recorded value`."""
+        self.handlers[f] = fn
+
+    def register_heal(self, name: str, fn: Callable[[], Any]) -> None:
+        """Run `fn()` in every `heal_all` (after the network and processes are healed)."""
+        self.heals.append((name, fn))
+
+    def record(self, f: str, value: Any) -> dict[str, Any]:
+        ev = {"process": "nemesis", "type": "info", "f": f, "value": value}
+        if self.history is not None:
+            self.history.append(ev)
+        return ev
+
+    def invoke(self, op: FaultOp) -> dict[str, Any]:
+        """Perform `op` and record it; returns the recorded event."""
+        fn = self.handlers.get(op.f)
+        if fn is None:
+            raise ValueError(f"no nemesis handles {op.f!r} (known: {', '.join(sorted(self.handlers))})")
+        with self._lock:
+            return self.record(op.f, fn(op.value))
+
+    # ----------------------------------------------------------------- targets
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.cluster.nodes]
+
+    def targets(self, spec: Any) -> list[str]:
+        addrs = {n.name: n.address for n in self.cluster.nodes}
+        return resolve(spec, self.names, self.rng, addresses=addrs, metadata=self.metadata)
+
+    # ----------------------------------------------------------------- partitions
+
+    def grudge_for(self, spec: Any) -> G.Grudge:
+        names = self.names
+        if spec in (None, "halves"):
+            shuffled = list(names)
+            self.rng.shuffle(shuffled)
+            return G.complete_grudge(G.halves(shuffled))
+        if spec == "majority":
+            return G.complete_grudge(G.majority_minority(names, self.rng))
+        if spec == "one":
+            return G.complete_grudge(G.split_one(names, self.rng.choice(names)))
+        if spec == "majorities-ring":
+            return G.majorities_ring(names, self.rng)
+        if spec == "bridge":
+            shuffled = list(names)
+            self.rng.shuffle(shuffled)
+            return G.bridge(shuffled)
+        if isinstance(spec, dict) and "isolate" in spec:
+            alone = self.targets(spec["isolate"])
+            return G.complete_grudge([alone, [n for n in names if n not in alone]])
+        if isinstance(spec, dict) and "one-way" in spec:
+            ow = spec["one-way"]
+            return G.one_way(self.targets(ow["from"]), self.targets(ow["to"]))
+        if isinstance(spec, dict) and "components" in spec:
+            comps = [self.targets(list(c)) for c in spec["components"]]
+            return G.complete_grudge(comps)
+        raise ValueError(f"bad partition spec {spec!r}")
+
+    def _start_partition(self, spec: Any) -> dict[str, Any]:
+        g = self.grudge_for(spec)
+        if self.partitioned:
+            self.net.heal()
+        self.net.drop(g)
+        self.partitioned = True
+        return {"spec": spec, "grudge": {k: sorted(v) for k, v in sorted(g.items()) if v}}
+
+    def _stop_partition(self, _value: Any = None) -> dict[str, Any]:
+        self.net.heal()
+        self.partitioned = False
+        return {"healed": "network"}
+
+    # ----------------------------------------------------------------- processes
+
+    def _need_db(self) -> ProcessDB:
+        if self.db is None:
+            raise ValueError("process faults need a DB")
+        return self.db
+
+    def _kill(self, spec: Any) -> dict[str, Any]:
+        db = self._need_db()
+        nodes = self.targets(spec or "one")
+        for n in nodes:
+            db.kill(self.cluster.node(n))
+        self.killed |= set(nodes)
+        self.paused -= set(nodes)
+        return {"nodes": nodes}
+
+    def _start(self, spec: Any) -> dict[str, Any]:
+        db = self._need_db()
+        nodes = self.targets(spec or "all")
+        for n in nodes:
+            db.start(self.cluster.node(n))
+        self.killed -= set(nodes)
+        return {"nodes": nodes}
+
+    def _pause(self, spec: Any) -> dict[str, Any]:
+        db = self._need_db()
+        nodes = self.targets(spec or "one")
+        for n in nodes:
+            db.pause(self.cluster.node(n))
+        self.paused |= set(nodes)
+        return {"nodes": nodes}
+
+    def _resume(self, spec: Any) -> dict[str, Any]:
+        db = self._need_db()
+        nodes = self.targets(spec or "all")
+        for n in nodes:
+            db.resume(self.cluster.node(n))
+        self.paused -= set(nodes)
+        return {"nodes": nodes}
+
+    def _restart(self, spec: Any) -> dict[str, Any]:
+        db = self._need_db()
+        nodes = self.targets(spec or "one")
+        for n in nodes:
+            node = self.cluster.node(n)
+            db.stop(node)
+            db.start(node)
+        self.killed -= set(nodes)
+        self.paused -= set(nodes)
+        return {"nodes": nodes}
+
+    def _rolling_restart(self, spec: Any) -> dict[str, Any]:
+        db = self._need_db()
+        nodes = self.targets(spec or "all")
+        for n in nodes:
+            node = self.cluster.node(n)
+            db.stop(node)
+            db.start(node)
+            if self.wait_ready is not None:
+                self.wait_ready(node)
+        self.killed -= set(nodes)
+        self.paused -= set(nodes)
+        return {"nodes": nodes}
+
+    # ----------------------------------------------------------------- heal
+
+    def heal_all(self) -> list[str]:
+        """Undo every fault (see module docstring); returns the errors met (empty: all healed)."""
+        errors: list[str] = []
+        with self._lock:
+            try:
+                self.net.heal()
+                if self.partitioned:
+                    self.record("stop-partition", {"healed": "network", "final": True})
+                self.partitioned = False
+            except Exception as e:  # noqa: BLE001 - heal everything else anyway
+                errors.append(f"network: {e}")
+            if self.db is not None:
+                for f, nodes, fn in (("resume", self.paused, self.db.resume), ("start", self.killed, self.db.start)):
+                    done = []
+                    for n in sorted(nodes):
+                        try:
+                            fn(self.cluster.node(n))
+                            done.append(n)
+                        except Exception as e:  # noqa: BLE001
+                            errors.append(f"{f} {n}: {e}")
+                    if done:
+                        self.record(f, {"nodes": done, "final": True})
+                    nodes -= set(done)
+            for name, fn in self.heals:
+                try:
+                    fn()
+                except Exception as e:  # noqa: BLE001
+                    errors.append(f"{name}: {e}")
+        return errors
+
+    def teardown(self) -> list[str]:
+        """heal_all, then remove the harness's firewall chain from every node."""
+        errors = self.heal_all()
+        try:
+            self.net.teardown()
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"network teardown: {e}")
+        return errors

@@ -1,0 +1,64 @@
+"""Network partitions: iptables DROP grudges inside each node's own namespace.
+
+Rules live in a dedicated chain `WRACK-NEMESIS` jumped to from INPUT (the jump carries the
+comment `wrack`); `heal` flushes only that chain, `teardown` removes the jump and the chain,
+so nothing else in the node's firewall is touched. Addresses outside the cluster (the
+harness's own) are never dropped.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from clusters.node import Node
+from nemesis.grudge import Grudge
+
+CHAIN = "WRACK-NEMESIS"
+
+_ENSURE = (f"iptables -w -N {CHAIN} 2>/dev/null; "
+           f"iptables -w -C INPUT -j {CHAIN} -m comment --comment wrack 2>/dev/null || "
+           f"iptables -w -I INPUT 1 -j {CHAIN} -m comment --comment wrack")
+
+
+def _parallel(nodes: list[Node], fn: Any) -> list[Any]:
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as ex:
+        return list(ex.map(fn, nodes))
+
+
+class IptablesNet:
+    """Apply and heal grudges on `nodes` (by node name)."""
+
+    def __init__(self, nodes: list[Node]):
+        self.nodes = {n.name: n for n in nodes}
+
+    def drop(self, grudge: Grudge) -> None:
+        """Add DROP rules so that each node drops the packets of the nodes in its grudge."""
+        todo = [(self.nodes[d], sorted(srcs)) for d, srcs in grudge.items() if srcs]
+
+        def one(item: tuple[Node, list[str]]) -> None:
+            node, srcs = item
+            ips = ",".join(self.nodes[s].address for s in srcs)
+            node.sh(f"{_ENSURE} && iptables -w -A {CHAIN} -s {ips} -j DROP", timeout=30)
+
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as ex:
+                list(ex.map(one, todo))
+
+    def heal(self) -> None:
+        """Flush the harness's chain on every node (other rules stay)."""
+        _parallel(list(self.nodes.values()),
+                  lambda n: n.sh(f"iptables -w -F {CHAIN} 2>/dev/null; true", timeout=30))
+
+    def teardown(self) -> None:
+        """Remove the chain and its jump from every node."""
+        _parallel(list(self.nodes.values()), lambda n: n.sh(
+            f"iptables -w -D INPUT -j {CHAIN} -m comment --comment wrack 2>/dev/null; "
+            f"iptables -w -F {CHAIN} 2>/dev/null; iptables -w -X {CHAIN} 2>/dev/null; true", timeout=30))
+
+    def rules(self, node: str) -> list[str]:
+        """The rules of the harness's chain on `node` (iptables -S form)."""
+        res = self.nodes[node].sh(f"iptables -w -S {CHAIN} 2>/dev/null; true", timeout=30)
+        return [line for line in res.stdout.splitlines() if line.startswith("-A ")]

@@ -1,0 +1,125 @@
+"""Fault schedules: packages combined with intervals, like Jepsen's nemesis.combined.
+
+A `FaultPackage` is a flip-flop: `start(rng)` makes a fault op, `stop` (None for instant
+faults such as restarts) undoes it; `final` ops run at the end of a test; `color` shades its
+fault windows in plots. `combined(packages, interval, rng)` yields `(delay_s, FaultOp)`
+forever: every `interval` (jittered by ±50%) one package, picked at random, either starts its
+fault or, when its fault is on, stops it. `run_schedule` plays it against a `Nemesis` until
+a deadline or a stop event, then runs every package's final ops and `Nemesis.heal_all`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemesis.core import FaultOp, Nemesis
+
+
+@dataclass
+class FaultPackage:
+    name: str
+    start: Callable[[random.Random], FaultOp]
+    stop: FaultOp | None
+    final: list[FaultOp] = field(default_factory=list)
+    color: str = "#CCCCCC"
+
+
+def _choice(options: Sequence[Any]) -> Callable[[random.Random], Any]:
+    return lambda rng: options[rng.randrange(len(options))]
+
+
+def partition_package(specs: Sequence[Any] = ("halves", "majority", "one", "majorities-ring", "bridge")
+                      ) -> FaultPackage:
+    pick = _choice(list(specs))
+    return FaultPackage("partition", lambda rng: FaultOp("start-partition", pick(rng)),
+                        FaultOp("stop-partition"), [FaultOp("stop-partition")], "#E9DCA0")
+
+
+def kill_package(targets: Sequence[Any] = ("one", "minority", "majority")) -> FaultPackage:
+    pick = _choice(list(targets))
+    return FaultPackage("kill", lambda rng: FaultOp("kill", pick(rng)), FaultOp("start", "all"),
+                        [FaultOp("start", "all")], "#E9A4A0")
+
+
+def pause_package(targets: Sequence[Any] = ("one", "minority", "majority")) -> FaultPackage:
+    pick = _choice(list(targets))
+    return FaultPackage("pause", lambda rng: FaultOp("pause", pick(rng)), FaultOp("resume", "all"),
+                        [FaultOp("resume", "all")], "#A0B1E9")
+
+
+def restart_package(targets: Sequence[Any] = ("one",), rolling: bool = False) -> FaultPackage:
+    pick = _choice(list(targets))
+    f = "rolling-restart" if rolling else "restart"
+    return FaultPackage(f, lambda rng: FaultOp(f, pick(rng)), None, [], "#B0E0A0")
+
+
+PACKAGES: dict[str, Callable[[], FaultPackage]] = {
+    "partition": partition_package, "kill": kill_package, "pause": pause_package,
+    "restart": restart_package, "rolling-restart": lambda: restart_package(("all",), rolling=True),
+}
+
+
+def packages(names: Sequence[str]) -> list[FaultPackage]:
+    """Packages by name (ValueError for unknown names)."""
+    bad = [n for n in names if n not in PACKAGES]
+    if bad:
+        raise ValueError(f"unknown fault packages {bad} (known: {', '.join(sorted(PACKAGES))})")
+    return [PACKAGES[n]() for n in names]
+
+
+def combined(pkgs: Sequence[FaultPackage], interval: float, rng: random.Random
+             ) -> Iterator[tuple[float, FaultOp]]:
+    """(delay before the op, op) forever; see the module docstring."""
+    if not pkgs:
+        return
+    on: dict[str, bool] = {p.name: False for p in pkgs}
+    while True:
+        p = pkgs[rng.randrange(len(pkgs))]
+        delay = interval * rng.uniform(0.5, 1.5)
+        if on[p.name] and p.stop is not None:
+            on[p.name] = False
+            yield delay, p.stop
+        else:
+            on[p.name] = p.stop is not None
+            yield delay, p.start(rng)
+
+
+def final_ops(pkgs: Sequence[FaultPackage]) -> list[FaultOp]:
+    """Every package's final ops, in package order (run sequentially, like Jepsen)."""
+    return [op for p in pkgs for op in p.final]
+
+
+def colors(pkgs: Sequence[FaultPackage]) -> dict[str, str]:
+    """Fault kind (as `fault_windows` names it) -> plot colour."""
+    return {p.name: p.color for p in pkgs}
+
+
+def run_schedule(nemesis: Nemesis, pkgs: Sequence[FaultPackage], *, duration: float, interval: float,
+                 rng: random.Random | None = None, stop: threading.Event | None = None) -> list[str]:
+    """Play `combined` for `duration` s (or until `stop` is set), then the final ops and heal_all.
+    Returns the errors of failed ops and heals (faults that fail are recorded as errors, not raised)."""
+    rng = rng or random.Random()
+    stop = stop or threading.Event()
+    errors: list[str] = []
+    deadline = time.monotonic() + duration
+    try:
+        for delay, op in combined(pkgs, interval, rng):
+            if stop.wait(max(0.0, min(delay, deadline - time.monotonic()))) or time.monotonic() >= deadline:
+                break
+            try:
+                nemesis.invoke(op)
+            except Exception as e:  # noqa: BLE001 - keep the schedule going, report at the end
+                errors.append(f"{op.f}: {e}")
+    finally:
+        for op in final_ops(pkgs):
+            try:
+                nemesis.invoke(op)
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"final {op.f}: {e}")
+        errors += nemesis.heal_all()
+    return errors

@@ -1,0 +1,109 @@
+"""Which nodes a fault hits: node specs (one, minority, majority, all, names) and roles
+(the leader of a partition, the controller, ISR followers) read from the cluster's metadata.
+
+Roles are never guessed: `kafka_metadata` asks the brokers with a Kafka Metadata request
+(confluent-kafka's AdminClient.list_topics) and maps broker ids to nodes by address.
+
+Target specs (`resolve`):
+- "one" | "minority" | "minority-third" | "majority" | "all" (random choices use `rng`);
+- a node name, or a list of node names;
+- {"role": "controller"};
+- {"role": "leader", "topic": T, "partition": P};
+- {"role": "isr-followers", "topic": T, "partition": P} (the in-sync replicas but the leader);
+- {"role": "replicas", "topic": T, "partition": P}.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class TargetError(ValueError):
+    """A target spec that cannot be resolved (bad spec, or the role has no node right now)."""
+
+
+@dataclass
+class PartitionInfo:
+    leader: int
+    replicas: list[int]
+    isrs: list[int]
+
+
+@dataclass
+class Metadata:
+    """What the cluster says about itself: broker id -> host, controller id, partitions."""
+
+    brokers: dict[int, str]
+    controller_id: int
+    partitions: dict[tuple[str, int], PartitionInfo] = field(default_factory=dict)
+
+
+MetadataSource = Callable[[], Metadata]
+
+
+def kafka_metadata(bootstrap: str, timeout: float = 10.0) -> Metadata:
+    """Metadata from the brokers (a Kafka Metadata request through librdkafka)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)})
+    md = admin.list_topics(timeout=timeout)
+    parts = {(t, p): PartitionInfo(pm.leader, list(pm.replicas), list(pm.isrs))
+             for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
+    return Metadata({b.id: b.host for b in md.brokers.values()}, md.controller_id, parts)
+
+
+def _node_of(md: Metadata, broker_id: int, by_address: dict[str, str]) -> str:
+    host = md.brokers.get(broker_id)
+    if host is None or host not in by_address:
+        raise TargetError(f"broker {broker_id} ({host}) is not a node of this cluster")
+    return by_address[host]
+
+
+def resolve(spec: Any, nodes: Sequence[str], rng: random.Random, *,
+            addresses: dict[str, str] | None = None, metadata: MetadataSource | None = None) -> list[str]:
+    """The node names `spec` selects (see the module docstring); `addresses` maps name -> address."""
+    nodes = list(nodes)
+    n = len(nodes)
+    if isinstance(spec, str):
+        if spec in nodes:
+            return [spec]
+        shuffled = list(nodes)
+        rng.shuffle(shuffled)
+        counts = {"one": 1, "minority": (n - 1) // 2, "minority-third": max(1, (n - 1) // 3),
+                  "majority": n // 2 + 1, "all": n}
+        if spec not in counts:
+            raise TargetError(f"unknown target {spec!r} (one, minority, minority-third, majority, all, "
+                              f"a node name or a role)")
+        return sorted(shuffled[: max(1, counts[spec]) if n else 0])
+    if isinstance(spec, list | tuple):
+        bad = [s for s in spec if s not in nodes]
+        if bad:
+            raise TargetError(f"unknown nodes {bad}")
+        return list(spec)
+    if isinstance(spec, dict) and "role" in spec:
+        if metadata is None or addresses is None:
+            raise TargetError(f"target {spec} needs the cluster's metadata")
+        md = metadata()
+        by_address = {a: name for name, a in addresses.items()}
+        role = spec["role"]
+        if role == "controller":
+            if md.controller_id < 0:
+                raise TargetError("the cluster reports no controller")
+            return [_node_of(md, md.controller_id, by_address)]
+        key = (spec.get("topic"), int(spec.get("partition", 0)))
+        info = md.partitions.get(key)  # type: ignore[arg-type]
+        if info is None:
+            raise TargetError(f"no partition {key[0]}-{key[1]} in the metadata")
+        if role == "leader":
+            if info.leader < 0:
+                raise TargetError(f"partition {key[0]}-{key[1]} has no leader")
+            return [_node_of(md, info.leader, by_address)]
+        if role == "isr-followers":
+            return [_node_of(md, b, by_address) for b in info.isrs if b != info.leader]
+        if role == "replicas":
+            return [_node_of(md, b, by_address) for b in info.replicas]
+        raise TargetError(f"unknown role {role!r} (controller, leader, isr-followers, replicas)")
+    raise TargetError(f"bad target spec {spec!r}")
