@@ -1,11 +1,14 @@
 """The `local` backend: N nodes as network + mount namespaces on a private bridge (root, Linux).
 
 Layout of a cluster NAME with subnet index K (10.77.K.0/24, allocated under a lock):
-- bridge `wrack<K>br` (alias `wrack:NAME`, host address 10.77.K.1/24, bridge netfilter off so
-  the host's FORWARD policy never sees node traffic; no host iptables rule is added, no
-  route beyond the subnet exists inside the nodes);
-- per node nI: netns `wrack-NAME-nI` with `lo` up and `eth0` = 10.77.K.(10+I), the host end
-  `wrack<K>v<I>` on the bridge;
+- a switch namespace `wrack-NAME-sw` holding the bridge `br0`. The bridge lives there, not
+  in the host, because with br_netfilter loaded (Docker does) bridged frames traverse the
+  FORWARD chain of the bridge's namespace, and the host's FORWARD policy may be DROP; the
+  switch namespace's firewall is empty. No host iptables rule is ever added.
+- the host reaches the subnet through the veth `wrack<K>h` (alias `wrack:NAME`, address
+  10.77.K.1/24) whose peer `up0` is a port of the bridge; nodes have no route beyond the subnet;
+- per node nI: netns `wrack-NAME-nI` with `lo` up and `eth0` = 10.77.K.(10+I); its peer
+  `vI` is a port of the bridge;
 - per node a holder process (`unshare --mount --propagation private`, then `sleep infinity`)
   whose private mount namespace bind-mounts the host dir `/var/lib/wrack/clusters/NAME/nI`
   at `/var/lib/wrack` (the node's `root`) and has its own tmpfs `/run`. Commands enter the
@@ -199,7 +202,7 @@ def _used_indices() -> set[int]:
     for m in re.finditer(rf"\b{re.escape(SUBNET_PREFIX)}\.(\d+)\.", out):
         used.add(int(m.group(1)))
     out = _run(["ip", "-o", "link", "show"], check=False).stdout.decode()
-    for m in re.finditer(r"\bwrack(\d+)(?:br|v\d+)\b", out):
+    for m in re.finditer(r"\bwrack(\d+)h\b", out):
         used.add(int(m.group(1)))
     if STATE_ROOT.is_dir():
         for d in STATE_ROOT.iterdir():
@@ -290,25 +293,28 @@ def create(spec: ClusterSpec) -> LocalCluster:
         if not free:
             raise RuntimeError(f"no free subnet {SUBNET_PREFIX}.K.0/24 left")
         k = free[0]
-        bridge = f"wrack{k}br"
+        bridge = f"wrack{k}h"
+        switch = netns_name(name, "sw")
         nodes = [NodeState(f"n{i}", f"{SUBNET_PREFIX}.{k}.{10 + i}", netns_name(name, f"n{i}"),
-                           f"wrack{k}v{i}", 0, str(DATA_ROOT / name / f"n{i}"))
+                           f"v{i}", 0, str(DATA_ROOT / name / f"n{i}"))
                  for i in range(1, spec.nodes + 1)]
         st = LocalState(name, k, bridge, spec.transport, nodes, time.time())
         state_dir(name).mkdir(parents=True, exist_ok=True)
         _save(st)  # first, so a crash from here on is found by `down`
         try:
-            batch = [f"link add name {bridge} type bridge nf_call_iptables 0 nf_call_ip6tables 0 "
-                     f"nf_call_arptables 0",
-                     f"link set dev {bridge} alias wrack:{name}",
-                     f"addr add {SUBNET_PREFIX}.{k}.1/24 dev {bridge}",
-                     f"link set dev {bridge} up"]
-            for n in nodes:
-                batch.append(f"netns add {n.netns}")
-            for n in nodes:
-                batch += [f"link add name {n.veth} type veth peer name eth0 netns {n.netns}",
-                          f"link set dev {n.veth} master {bridge} up"]
+            batch = [f"netns add {switch}"] + [f"netns add {n.netns}" for n in nodes]
+            batch += [f"link add name {bridge} type veth peer name up0 netns {switch}",
+                      f"link set dev {bridge} alias wrack:{name}",
+                      f"addr add {SUBNET_PREFIX}.{k}.1/24 dev {bridge}",
+                      f"link set dev {bridge} up"]
+            batch += [f"link add name {n.veth} netns {switch} type veth peer name eth0 netns {n.netns}"
+                      for n in nodes]
             _run(["ip", "-batch", "-"], input="\n".join(batch).encode())
+            sw = ["link add name br0 type bridge", "link set dev br0 up", "link set dev lo up",
+                  "link set dev up0 master br0", "link set dev up0 up"]
+            for n in nodes:
+                sw += [f"link set dev {n.veth} master br0", f"link set dev {n.veth} up"]
+            _run(["ip", "-n", switch, "-batch", "-"], input="\n".join(sw).encode())
             for n in nodes:
                 Path(n.host_dir).mkdir(parents=True, exist_ok=True)
 
@@ -346,7 +352,7 @@ def names() -> list[str]:
     if STATE_ROOT.is_dir():
         found |= {d.name for d in STATE_ROOT.iterdir() if (d / "state.json").exists()}
     for ns in _netns_list():
-        m = re.match(r"^wrack-(.+)-n\d+$", ns)
+        m = re.match(r"^wrack-(.+)-(?:n\d+|sw)$", ns)
         if m:
             found.add(m.group(1))
     return sorted(found)
@@ -454,7 +460,7 @@ def force_down(name: str | None = None, *, locked: bool = False) -> list[str]:
     prefix = f"wrack-{name}-" if name else "wrack-"
     all_ns = [ns for ns in _netns_list() if ns.startswith(prefix)]
     if name is not None:
-        all_ns = [ns for ns in all_ns if re.fullmatch(rf"wrack-{re.escape(name)}-n\d+", ns)]
+        all_ns = [ns for ns in all_ns if re.fullmatch(rf"wrack-{re.escape(name)}-(n\d+|sw)", ns)]
     inodes = {i for i in (_netns_inode(ns) for ns in all_ns) if i is not None}
     st = _load(name) if name else None
     pids = _pids_in_netns(inodes) if inodes else []
@@ -463,11 +469,11 @@ def force_down(name: str | None = None, *, locked: bool = False) -> list[str]:
                  and Path(f"/proc/{n.holder_pid}").exists() and _is_holder(n.holder_pid)]
     _kill_all(pids)
     removed += [f"process {p}" for p in pids]
-    # bridges by alias (wrack:NAME) or the cluster's recorded bridge
+    # the host's uplink veth by alias (wrack:NAME) or the cluster's recorded name
     out = _run(["ip", "-o", "link", "show"], check=False).stdout.decode()
     bridges = []
     for line in out.splitlines():
-        m = re.match(r"^\d+:\s+(wrack\d+br)[:@]", line)
+        m = re.match(r"^\d+:\s+(wrack\d+h)[:@]", line)
         if not m:
             continue
         alias = re.search(r"alias (\S+)", line)
@@ -476,14 +482,7 @@ def force_down(name: str | None = None, *, locked: bool = False) -> list[str]:
     batch = [f"netns del {ns}" for ns in all_ns] + [f"link del dev {b}" for b in bridges]
     if batch:
         _run(["ip", "-force", "-batch", "-"], input="\n".join(batch).encode(), check=False)
-    removed += [f"netns {ns}" for ns in all_ns] + [f"bridge {b}" for b in bridges]
-    # host ends of veths whose peers were gone already (deleted with their namespaces normally)
-    out = _run(["ip", "-o", "link", "show"], check=False).stdout.decode()
-    idx = st.index if st else None
-    for m in re.finditer(r"^\d+:\s+(wrack(\d+)v\d+)@", out, re.M):
-        if name is None or (idx is not None and int(m.group(2)) == idx):
-            _run(["ip", "link", "del", "dev", m.group(1)], check=False)
-            removed.append(f"veth {m.group(1)}")
+    removed += [f"netns {ns}" for ns in all_ns] + [f"link {b}" for b in bridges]
     dirs = [STATE_ROOT / name, DATA_ROOT / name] if name else \
         [*(STATE_ROOT.iterdir() if STATE_ROOT.is_dir() else []), *(DATA_ROOT.iterdir() if DATA_ROOT.is_dir() else [])]
     for d in dirs:

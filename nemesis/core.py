@@ -6,7 +6,9 @@ history (DESIGN.md). Built-in fs (paired by `harness.history.fault_windows`):
 
 - `start-partition` value: "halves" | "majority" | "one" | "majorities-ring" | "bridge" |
   {"isolate": TARGET} | {"one-way": {"from": TARGET, "to": TARGET}} | {"components": [[..], ..]};
-  recorded with the grudge actually applied. `stop-partition` heals.
+  recorded with the grudge actually applied. One-way partitions drop only connection
+  openings (the "to" nodes refuse connections from the "from" nodes, while their own
+  connections to them work); every other shape drops all packets, as Jepsen does. `stop-partition` heals.
 - `kill` / `start` (TARGET, default "all" for start), `pause` / `resume` (likewise);
 - `restart` (clean: SIGTERM, wait, start) and `rolling-restart` (one node at a time, each
   back up before the next), recorded as instants.
@@ -146,11 +148,13 @@ class Nemesis:
 
     def _start_partition(self, spec: Any) -> dict[str, Any]:
         g = self.grudge_for(spec)
+        new_only = isinstance(spec, dict) and "one-way" in spec
         if self.partitioned:
             self.net.heal()
-        self.net.drop(g)
+        self.net.drop(g, new_only=new_only)
         self.partitioned = True
-        return {"spec": spec, "grudge": {k: sorted(v) for k, v in sorted(g.items()) if v}}
+        return {"spec": spec, "grudge": {k: sorted(v) for k, v in sorted(g.items()) if v},
+                "drops": "new-connections" if new_only else "all"}
 
     def _stop_partition(self, _value: Any = None) -> dict[str, Any]:
         self.net.heal()

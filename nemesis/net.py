@@ -34,14 +34,20 @@ class IptablesNet:
     def __init__(self, nodes: list[Node]):
         self.nodes = {n.name: n for n in nodes}
 
-    def drop(self, grudge: Grudge) -> None:
-        """Add DROP rules so that each node drops the packets of the nodes in its grudge."""
+    def drop(self, grudge: Grudge, *, new_only: bool = False) -> None:
+        """Add DROP rules so that each node drops the packets of the nodes in its grudge.
+
+        `new_only` drops only packets that open connections (conntrack state NEW): the node
+        refuses connections from its grudge while its own connections to them keep working
+        both ways. This makes one-way partitions one-way for TCP (a full inbound DROP also
+        kills the replies of the node's own connections, so TCP dies both ways)."""
         todo = [(self.nodes[d], sorted(srcs)) for d, srcs in grudge.items() if srcs]
 
         def one(item: tuple[Node, list[str]]) -> None:
             node, srcs = item
             ips = ",".join(self.nodes[s].address for s in srcs)
-            node.sh(f"{_ENSURE} && iptables -w -A {CHAIN} -s {ips} -j DROP", timeout=30)
+            match = "-m conntrack --ctstate NEW " if new_only else ""
+            node.sh(f"{_ENSURE} && iptables -w -A {CHAIN} -s {ips} {match}-j DROP", timeout=30)
 
         if todo:
             with ThreadPoolExecutor(max_workers=min(16, len(todo))) as ex:
