@@ -231,7 +231,8 @@ class Node(ABC):
         line = res.stdout
         rest = line[line.rfind(")") + 2:].split()
         pid = int(line.split(" ", 1)[0])
-        return ProcessState(pid, rest[0] if rest else "?")
+        st = ProcessState(pid, rest[0] if rest else "?")
+        return st if st.alive else None  # a zombie waits for init to reap it: it is gone
 
     def daemon_running(self, pidfile: str) -> bool:
         """True when the daemon in `pidfile` exists and is not a zombie (paused counts as running)."""
