@@ -30,4 +30,9 @@ def backend(name: str) -> ModuleType:
     """The module of backend `name` (ValueError for unknown names)."""
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r} (one of {', '.join(sorted(BACKENDS))})")
-    return importlib.import_module(BACKENDS[name])
+    try:
+        return importlib.import_module(BACKENDS[name])
+    except ModuleNotFoundError as e:
+        if e.name != BACKENDS[name]:
+            raise
+        raise ValueError(f"backend {name!r} is not installed in this checkout ({BACKENDS[name]} is missing)") from None

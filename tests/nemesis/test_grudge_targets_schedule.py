@@ -1,0 +1,93 @@
+"""Pure parts of the nemesis: grudge shapes, target specs and roles from metadata, combined schedules."""
+
+from __future__ import annotations
+
+import random
+from itertools import islice
+
+import pytest
+
+from nemesis import grudge as G
+from nemesis.schedule import combined, final_ops, packages
+from nemesis.targets import Metadata, PartitionInfo, TargetError, resolve
+
+NODES = ["n1", "n2", "n3", "n4", "n5"]
+
+
+def test_complete_grudge_is_symmetric():
+    g = G.complete_grudge([["n1", "n2"], ["n3", "n4", "n5"]])
+    pairs = G.blocked_pairs(g)
+    assert pairs == {(a, b) for a in NODES for b in NODES if (a in "n1n2") != (b in "n1n2")}
+
+
+def test_bridge_middle_sees_both_halves():
+    g = G.bridge(NODES)
+    assert g["n3"] == frozenset()
+    assert g["n1"] == {"n4", "n5"} and g["n5"] == {"n1", "n2"}
+
+
+def test_majorities_ring_every_node_sees_a_distinct_majority():
+    for n in (5, 6, 7):
+        nodes = [f"n{i}" for i in range(n)]
+        g = G.majorities_ring(nodes, random.Random(n))
+        views = [frozenset(nodes) - g[x] for x in nodes]
+        assert all(len(v) > n // 2 for v in views)
+        assert len(set(views)) == n
+        assert G.blocked_pairs(g) == {(b, a) for a, b in G.blocked_pairs(g)}  # symmetric
+
+
+def test_one_way_blocks_one_direction():
+    assert G.blocked_pairs(G.one_way(["n1"], ["n2", "n3"])) == {("n1", "n2"), ("n1", "n3")}
+
+
+def test_target_counts():
+    rng = random.Random(1)
+    assert len(resolve("one", NODES, rng)) == 1
+    assert len(resolve("minority", NODES, rng)) == 2
+    assert len(resolve("majority", NODES, rng)) == 3
+    assert resolve("all", NODES, rng) == NODES
+    assert resolve("n4", NODES, rng) == ["n4"]
+    with pytest.raises(TargetError):
+        resolve("most", NODES, rng)
+    with pytest.raises(TargetError):
+        resolve(["n9"], NODES, rng)
+
+
+def test_roles_come_from_metadata():
+    addrs = {f"n{i}": f"10.77.1.{10 + i}" for i in range(1, 6)}
+    md = Metadata({i: f"10.77.1.{11 + i}" for i in range(5)}, controller_id=0,
+                  partitions={("t", 0): PartitionInfo(leader=2, replicas=[2, 3, 4], isrs=[2, 4])})
+    kw = {"addresses": addrs, "metadata": lambda: md}
+    rng = random.Random(0)
+    assert resolve({"role": "controller"}, NODES, rng, **kw) == ["n1"]
+    assert resolve({"role": "leader", "topic": "t", "partition": 0}, NODES, rng, **kw) == ["n3"]
+    assert resolve({"role": "isr-followers", "topic": "t", "partition": 0}, NODES, rng, **kw) == ["n5"]
+    assert resolve({"role": "replicas", "topic": "t", "partition": 0}, NODES, rng, **kw) == ["n3", "n4", "n5"]
+    with pytest.raises(TargetError, match="no partition"):
+        resolve({"role": "leader", "topic": "u"}, NODES, rng, **kw)
+    with pytest.raises(TargetError, match="needs the cluster's metadata"):
+        resolve({"role": "controller"}, NODES, rng)
+
+
+def test_combined_flip_flops_each_package():
+    pkgs = packages(["partition", "kill", "restart"])
+    ops = list(islice(combined(pkgs, 1.0, random.Random(5)), 200))
+    assert all(0.5 <= d <= 1.5 for d, _ in ops)
+    open_ = {"partition": False, "kill": False}
+    for _, op in ops:
+        if op.f == "start-partition":
+            assert not open_["partition"]
+            open_["partition"] = True
+        elif op.f == "stop-partition":
+            assert open_["partition"]
+            open_["partition"] = False
+        elif op.f == "kill":
+            assert not open_["kill"]
+            open_["kill"] = True
+        elif op.f == "start":
+            assert open_["kill"]
+            open_["kill"] = False
+    assert {op.f for _, op in ops} >= {"start-partition", "stop-partition", "kill", "start", "restart"}
+    assert [op.f for op in final_ops(pkgs)] == ["stop-partition", "start"]
+    with pytest.raises(ValueError):
+        packages(["nope"])
