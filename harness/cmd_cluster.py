@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from clusters.backends import backend
     from clusters.node import ClusterSpec
 
-    mod = backend(args.backend)
     try:
+        mod = backend(args.backend)
         if args.cluster_command == "up":
             opts = {k: v for k, v in vars(args).items() if k in ("inventory", "insecure")}
             spec = ClusterSpec(name=args.name or DEFAULT_NAME, nodes=args.nodes, transport=args.transport,
