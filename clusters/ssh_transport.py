@@ -54,7 +54,12 @@ class SSHNode(Node):
                     client.load_system_host_keys()
                 client.set_missing_host_key_policy(paramiko.RejectPolicy())
             try:
+                import socket
+
+                sock = socket.create_connection((self.address, self.port), timeout=self.connect_timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no 40 ms delayed-ACK stalls
                 client.connect(self.address, port=self.port, username=self.user, key_filename=self.key_file,
+                               sock=sock,
                                timeout=self.connect_timeout, banner_timeout=self.connect_timeout,
                                auth_timeout=self.connect_timeout, allow_agent=False, look_for_keys=False)
             except paramiko.SSHException as e:
