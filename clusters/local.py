@@ -489,6 +489,9 @@ def force_down(name: str | None = None, *, locked: bool = False) -> list[str]:
         if d.exists():
             shutil.rmtree(d, ignore_errors=True)
             removed.append(f"dir {d}")
+    for parent in (STATE_ROOT, DATA_ROOT):  # the parents too, once no cluster is left
+        with contextlib.suppress(OSError):
+            parent.rmdir()
     return removed
 
 
