@@ -64,3 +64,18 @@ def test_heal_removes_only_the_harness_rules(make_cluster, tmp_path):
     rules = n1.exec(["iptables", "-w", "-S", "INPUT"]).stdout
     assert "--dport 9" in rules and "WRACK" not in rules
     assert reachability(c) == all_pairs(c)
+
+
+def test_isolate_the_leader_named_by_the_metadata(make_cluster, tmp_path):
+    from nemesis.targets import Metadata, PartitionInfo
+
+    c, _, hist = _setup(make_cluster, 3, tmp_path)
+    md = Metadata({i: n.address for i, n in enumerate(c.nodes)}, controller_id=0,
+                  partitions={("t", 0): PartitionInfo(leader=1, replicas=[0, 1, 2], isrs=[0, 1, 2])})
+    nem = Nemesis(c, history=hist, rng=random.Random(1), metadata=lambda: md)
+    ev = nem.invoke(FaultOp("start-partition", {"isolate": {"role": "leader", "topic": "t", "partition": 0}}))
+    assert set(ev["value"]["grudge"]["n2"]) == {"n1", "n3"}
+    reach = reachability(c)
+    assert reach == {("n1", "n3"), ("n3", "n1")}
+    nem.heal_all()
+    assert reachability(c) == all_pairs(c)
