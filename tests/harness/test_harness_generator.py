@@ -1,0 +1,311 @@
+"""Generator combinators on the virtual-clock simulator, and the threaded interpreter."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness import generator as g
+from harness.generator import NS, simulate
+from harness.interpreter import GeneratorStuck, run
+
+
+def invokes(h):
+    return [e for e in h if e["type"] == "invoke"]
+
+
+def test_limit_and_repeat_counts():
+    h = simulate(g.limit(7, g.repeat({"f": "x"})), 3)
+    assert len(invokes(h)) == 7
+    assert all(e["type"] in ("invoke", "ok") for e in h)
+
+
+@given(n=st.integers(0, 60), threads=st.integers(1, 6), seed=st.integers(0, 2**16))
+@settings(max_examples=60, deadline=None)
+def test_limit_is_exact_and_each_process_has_one_op_open(n, threads, seed):
+    h = simulate(g.limit(n, g.repeat({"f": "x"})), threads, seed=seed)
+    assert len(invokes(h)) == n
+    open_: set = set()
+    for e in h:
+        if e["type"] == "invoke":
+            assert e["process"] not in open_
+            open_.add(e["process"])
+        else:
+            open_.remove(e["process"])
+    assert not open_
+
+
+def test_time_limit_stops_ops_at_the_deadline():
+    h = simulate(g.time_limit(1.0, g.stagger(0.01, g.repeat({"f": "x"}))), 4)
+    ts = [e["time"] for e in invokes(h)]
+    assert ts and max(ts) < 1 * NS
+    assert 50 < len(ts) < 200  # about 100 ops in 1 s at 1 op / 10 ms
+
+
+@given(dt=st.floats(0.001, 0.1), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_stagger_mean_rate(dt, seed):
+    h = simulate(g.limit(400, g.stagger(dt, g.repeat({"f": "x"}))), 8, seed=seed, latency=dt / 10)
+    ts = [e["time"] for e in invokes(h)]
+    gaps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
+    assert all(x >= 0 for x in gaps)
+    mean = sum(gaps) / len(gaps) / NS
+    assert 0.75 * dt < mean < 1.25 * dt
+    assert max(gaps) <= 2 * dt * NS + 1
+
+
+def test_delay_is_regular():
+    h = simulate(g.limit(10, g.delay(0.5, g.repeat({"f": "x"}))), 2)
+    ts = [e["time"] for e in invokes(h)]
+    assert [b - a for a, b in zip(ts, ts[1:], strict=False)] == [NS // 2] * 9
+
+
+def test_rate_rejects_nonpositive():
+    with pytest.raises(ValueError):
+        g.rate(0, g.repeat({"f": "x"}))
+
+
+@given(seed=st.integers(0, 2**16), weights=st.lists(st.integers(1, 1), min_size=2, max_size=4))
+@settings(max_examples=30, deadline=None)
+def test_mix_draws_from_every_child(seed, weights):
+    gens = [g.repeat({"f": f"f{i}"}) for i in range(len(weights))]
+    h = simulate(g.limit(400, g.mix(*gens)), 4, seed=seed)
+    c = Counter(e["f"] for e in invokes(h))
+    assert set(c) == {f"f{i}" for i in range(len(weights))}
+    assert min(c.values()) > 400 / len(weights) / 2
+
+
+def test_mix_drops_exhausted_children():
+    h = simulate(g.mix(g.limit(3, g.repeat({"f": "a"})), g.limit(5, g.repeat({"f": "b"}))), 2)
+    assert Counter(e["f"] for e in invokes(h)) == {"a": 3, "b": 5}
+
+
+def test_phases_wait_for_every_thread():
+    gen = g.phases(g.limit(10, g.repeat({"f": "a"})), g.limit(10, g.repeat({"f": "b"})))
+    h = simulate(gen, 4, latency=0.01)
+    last_a_done = max(e["time"] for e in h if e["f"] == "a" and e["type"] == "ok")
+    first_b = min(e["time"] for e in invokes(h) if e["f"] == "b")
+    assert first_b >= last_a_done
+    assert Counter(e["f"] for e in invokes(h)) == {"a": 10, "b": 10}
+
+
+def test_concat_has_no_barrier():
+    gen = g.concat(g.limit(4, g.repeat({"f": "a"})), g.limit(4, g.repeat({"f": "b"})))
+    h = simulate(gen, 8, latency=1.0)
+    # with 8 idle threads the b ops start before any a op completes
+    first_ok = min(e["time"] for e in h if e["type"] == "ok")
+    assert all(e["time"] < first_ok for e in invokes(h))
+
+
+def test_each_thread_runs_a_copy_per_thread():
+    h = simulate(g.each_thread([{"f": "a"}, {"f": "b"}]), 3)
+    per = Counter((e["process"], e["f"]) for e in invokes(h))
+    assert per == {(p, f): 1 for p in range(3) for f in "ab"}
+
+
+def test_each_process_restarts_after_a_crash():
+    # the first op of process 0 crashes; thread 0 continues as process 2 with a fresh copy
+    def complete(op):
+        return "info" if op["process"] == 0 and op["f"] == "a" else "ok"
+
+    h = simulate(g.each_process([{"f": "a"}, {"f": "b"}]), 2, complete=complete)
+    per = Counter((e["process"], e["f"]) for e in invokes(h))
+    assert per[(0, "a")] == 1 and per[(0, "b")] == 0
+    assert per[(2, "a")] == 1 and per[(2, "b")] == 1
+    assert per[(1, "a")] == 1 and per[(1, "b")] == 1
+
+
+def test_until_ok_retries_until_success():
+    outcomes = iter(["fail", "info", "fail", "ok", "ok"])
+    h = simulate(g.until_ok(g.repeat({"f": "try"})), 1, complete=lambda op: next(outcomes))
+    assert [e["type"] for e in h if e["type"] != "invoke"] == ["fail", "info", "fail", "ok"]
+    assert [e["process"] for e in invokes(h)] == [0, 0, 1, 1]  # a new process after the info
+
+
+def test_cycle_repeats_a_finite_generator():
+    h = simulate(g.cycle([{"f": "a"}, {"f": "b"}], times=3), 1)
+    assert [e["f"] for e in invokes(h)] == ["a", "b"] * 3
+
+
+def test_cycle_of_an_empty_generator_ends():
+    assert simulate(g.cycle(g.limit(0, g.repeat({"f": "a"}))), 2) == []
+
+
+def test_flip_flop_alternates():
+    h = simulate(g.limit(6, g.flip_flop(g.repeat({"f": "start"}), g.repeat({"f": "stop"}))), 1)
+    assert [e["f"] for e in invokes(h)] == ["start", "stop"] * 3
+
+
+def test_sleep_inside_phases():
+    h = simulate(g.phases({"f": "a"}, g.sleep(2.0), {"f": "b"}), 1)
+    t_a, t_b = (e["time"] for e in invokes(h))
+    assert t_b - t_a >= 2 * NS
+
+
+def test_fn_generator_and_lifting():
+    n = iter(range(3))
+
+    def f(ctx):
+        i = next(n, None)
+        return None if i is None else {"f": "w", "value": i}
+
+    h = simulate(g.lift(f), 2)
+    assert sorted(e["value"] for e in invokes(h)) == [0, 1, 2]
+    with pytest.raises(TypeError):
+        g.lift(42)
+
+
+def test_any_of_takes_the_soonest_and_routes_nemesis():
+    gen = g.any_of(g.clients(g.limit(5, g.repeat({"f": "c"}))),
+                   g.nemesis(g.limit(2, g.delay(1.0, g.repeat({"f": "n"})))))
+    rng = random.Random(1)
+    ctx = g.Context(0, rng, {0: 0, "nemesis": "nemesis"}, frozenset({0, "nemesis"}))
+    first = gen.op(ctx)
+    second = gen.op(g.Context(0, rng, ctx.workers, frozenset(ctx.free - {ctx.thread_of(first["process"])})))
+    assert {first["process"], second["process"]} == {0, "nemesis"}
+    assert isinstance(gen.op(g.Context(0, rng, ctx.workers, frozenset())), g.Pending)  # both busy
+    h = simulate(gen, 1)
+    assert Counter(e["f"] for e in invokes(h)) == {"c": 4}  # 1 c drawn above; the nemesis ops are its own
+
+
+def test_map_filter_and_on_update():
+    seen = []
+    gen = g.on_update(seen.append,
+                      g.map_ops(lambda o: {**o, "value": 1},
+                                g.filter_ops(lambda o: o["f"] != "skip",
+                                             g.limit(6, g.mix(g.repeat({"f": "a"}), g.repeat({"f": "skip"}))))))
+    h = simulate(gen, 2)
+    assert all(e["f"] == "a" and e["value"] == 1 for e in invokes(h))
+    assert len(seen) == len(h)
+
+
+def test_same_seed_same_ops():
+    def mk():
+        return g.limit(50, g.stagger(0.01, g.mix(g.repeat({"f": "a"}), g.repeat({"f": "b"}))))
+
+    a = simulate(mk(), 5, seed=7)
+    b = simulate(mk(), 5, seed=7)
+    c = simulate(mk(), 5, seed=8)
+    assert a == b
+    assert a != c
+
+
+def test_parse_concurrency():
+    assert g.parse_concurrency("2n", 5) == 10
+    assert g.parse_concurrency(3, 5) == 3
+    for bad in ("x", "0", "-1n"):
+        with pytest.raises(ValueError):
+            g.parse_concurrency(bad, 5)
+
+
+# --------------------------------------------------------------------------- threaded interpreter
+
+
+class ListHistory:
+    def __init__(self):
+        import time
+
+        self._t0 = time.monotonic_ns()
+        self.events = []
+        self.lock = threading.Lock()
+
+    def now(self):
+        import time
+
+        return time.monotonic_ns() - self._t0
+
+    def append(self, ev):
+        with self.lock:
+            ev.setdefault("index", len(self.events))
+            ev.setdefault("time", self.now())
+            self.events.append(ev)
+        return ev
+
+
+class EchoClient:
+    opened: list = []
+
+    def __init__(self, thread, process):
+        self.process = process
+        EchoClient.opened.append(process)
+        self.closed = False
+
+    def invoke(self, op):
+        if op["f"] == "crash":
+            return {"type": "info", "error": "crashed"}
+        if op["f"] == "boom":
+            raise RuntimeError("boom")
+        return {"type": "ok", "value": op["value"]}
+
+    def close(self):
+        self.closed = True
+
+
+def test_interpreter_runs_ops_and_reopens_after_info():
+    EchoClient.opened = []
+    hist = ListHistory()
+    gen = g.limit(40, g.mix(g.repeat({"f": "w", "value": 1}), g.repeat({"f": "crash"}), g.repeat({"f": "boom"})))
+    stats = run(gen, threads=3, clients=EchoClient, history=hist, rng=random.Random(3))
+    evs = hist.events
+    assert stats.invoked == 40 and stats.completed() == 40
+    assert sum(1 for e in evs if e["type"] == "invoke") == 40
+    # a process never invokes again after an info
+    ended = set()
+    for e in evs:
+        assert e["process"] not in ended
+        if e["type"] == "info":
+            ended.add(e["process"])
+    assert any(e.get("error", "").startswith("indeterminate: RuntimeError") for e in evs)
+    assert len(EchoClient.opened) > 3
+
+
+def test_interpreter_stop_leaves_ops_open():
+    class Slow:
+        def __init__(self, *_):
+            self.ev = threading.Event()
+
+        def invoke(self, op):
+            self.ev.wait(5)
+            return {"type": "ok"}
+
+        def close(self):
+            self.ev.set()
+
+    hist = ListHistory()
+    stop = threading.Event()
+    timer = threading.Timer(0.3, stop.set)
+    timer.start()
+    stats = run(g.repeat({"f": "w"}), threads=2, clients=Slow, history=hist, rng=random.Random(0), stop=stop,
+                join_timeout=0.1)
+    assert stats.stopped and stats.open_at_end == 2
+    assert [e["type"] for e in hist.events] == ["invoke", "invoke"]
+
+
+def test_interpreter_nemesis_ops_and_stuck_generator():
+    hist = ListHistory()
+    faults = []
+    gen = g.any_of(g.clients(g.limit(5, g.repeat({"f": "w"}))), g.nemesis(g.limit(2, g.repeat({"f": "kill"}))))
+    run(gen, threads=1, clients=EchoClient, history=hist, rng=random.Random(0), nemesis=faults.append)
+    assert [f["f"] for f in faults] == ["kill", "kill"]
+    assert all(e["process"] != "nemesis" for e in hist.events)  # the nemesis records its own events
+
+    class Stuck(g.Generator):
+        def op(self, ctx):
+            return g.PENDING
+
+    with pytest.raises(GeneratorStuck):
+        run(Stuck(), threads=1, clients=EchoClient, history=ListHistory(), rng=random.Random(0))
+
+
+def test_interpreter_respects_op_times():
+    hist = ListHistory()
+    run(g.limit(5, g.delay(0.05, g.repeat({"f": "w"}))), threads=2, clients=EchoClient, history=hist,
+        rng=random.Random(0))
+    ts = [e["time"] for e in hist.events if e["type"] == "invoke"]
+    gaps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
+    assert all(gap >= 0.045 * NS for gap in gaps)
