@@ -23,6 +23,7 @@ from harness.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
 COMMANDS: dict[str, str] = {
     "check": "harness.cmd_check",
     "cluster": "harness.cmd_cluster",
+    "test": "harness.cmd_test",
 }
 
 

@@ -449,6 +449,10 @@ class AnyOf(Generator):
             if best is None or b["time"] < self.buf[best]["time"]:  # type: ignore[index]
                 best = i
         if best is not None:
+            t = self.buf[best]["time"]  # type: ignore[index]
+            if pend is not None and t > ctx.time:
+                # a pending child may still produce something sooner: do not commit yet
+                return Pending(t if pend.until is None else min(t, pend.until))
             out, self.buf[best] = self.buf[best], None
             return out
         return pend

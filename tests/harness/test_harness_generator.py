@@ -309,3 +309,16 @@ def test_interpreter_respects_op_times():
     ts = [e["time"] for e in hist.events if e["type"] == "invoke"]
     gaps = [b - a for a, b in zip(ts, ts[1:], strict=False)]
     assert all(gap >= 0.045 * NS for gap in gaps)
+
+
+def test_any_of_does_not_commit_to_a_future_op_while_a_child_is_pending():
+    # the client threads are busy (pending); the nemesis op is due in 1 s: wait, do not commit
+    gen = g.any_of(g.clients(g.repeat({"f": "c"})), g.nemesis(g.delay(1.0, g.repeat({"f": "n"}))))
+    rng = random.Random(0)
+    workers = {0: 0, "nemesis": "nemesis"}
+    first = gen.op(g.Context(0, rng, workers, frozenset({"nemesis"})))
+    assert isinstance(first, g.Pending) or first["time"] == 0
+    later = gen.op(g.Context(10, rng, workers, frozenset({"nemesis"})))
+    assert isinstance(later, g.Pending) and later.until is not None and later.until > 10
+    c = gen.op(g.Context(20, rng, workers, frozenset({0, "nemesis"})))
+    assert c["f"] == "c"

@@ -1,0 +1,126 @@
+"""Check a run folder: history -> results.json -> plots and timeline -> report.html.
+
+`analyze_run(run_dir)` is what the runner does after teardown and what `wrack analyze`
+does later (also for a run whose harness was killed: its history may end in a torn line
+and hold ops that never completed, which count as indeterminate). The workload, its
+options and the expected-anomaly policy come from the run's test.json; `workload=`
+overrides (a folder with only a history.jsonl).
+
+Checker failures are verdicts, not crashes: a checker that raises yields
+`{"valid": "unknown", "error": ...}`; only a missing or malformed history is bad input
+(`InputError`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness import store
+from harness.errors import InputError
+from harness.history import ReadStats, read_events
+from harness.policy import choose
+
+
+def workload_options(options: Mapping[str, Any]) -> Any:
+    """A WorkloadOptions from test options (unknown keys ignored, missing ones default)."""
+    from workloads.base import WorkloadOptions
+
+    wo = WorkloadOptions()
+    mapping = {"acks": "acks", "client": "client_lib", "topics": "topics", "partitions": "partitions",
+               "rf": "replication_factor", "min_isr": "min_insync_replicas",
+               "request_timeout": "request_timeout", "final_time_limit": "final_time_limit"}
+    for src, dst in mapping.items():
+        if options.get(src) is not None:
+            setattr(wo, dst, type(getattr(wo, dst))(options[src]))
+    return wo
+
+
+def history_stats(path: Path) -> dict[str, Any]:
+    """Events, torn lines and never-completed invokes of a history (one streaming pass)."""
+    st = ReadStats()
+    open_ops: set[Any] = set()
+    n_ok = n_fail = n_info = 0
+    for ev in read_events(path, st):
+        if ev["process"] == "nemesis":
+            continue
+        t = ev["type"]
+        if t == "invoke":
+            open_ops.add(ev["process"])
+        else:
+            open_ops.discard(ev["process"])
+            n_ok += t == "ok"
+            n_fail += t == "fail"
+            n_info += t == "info"
+    return {"events": st.events, "dropped_lines": st.dropped, "dropped_reason": st.dropped_reason,
+            "never_completed": len(open_ops), "ok": n_ok, "fail": n_fail, "info": n_info}
+
+
+def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float | None = None) -> dict[str, Any]:
+    """Run the workload's checker on the run's history and write results.json."""
+    run_dir = Path(run_dir)
+    hist = run_dir / "history.jsonl"
+    if not hist.is_file():
+        raise InputError("no history.jsonl in this run folder", str(run_dir))
+    test = store.read_json(run_dir / "test.json")
+    options = dict((test or {}).get("options") or {})
+    if workload:
+        options["workload"] = workload
+    options.setdefault("workload", "queue")
+    policy = choose(options)
+    import workloads
+
+    try:
+        wl = workloads.make(options["workload"], workload_options(options))
+    except ValueError as e:
+        raise InputError(str(e), str(run_dir / "test.json")) from None
+    hstats = history_stats(hist)  # raises InputError for a malformed history
+    t0 = time.monotonic()
+    try:
+        results = dict(wl.check(hist, policy.allowed, time_limit))
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a checker crash is an unknown verdict, not a harness crash
+        results = {"valid": "unknown", "anomaly_types": [], "anomalies": {},
+                   "error": f"checker {wl.checker} crashed: {type(e).__name__}: {e}",
+                   "traceback": traceback.format_exc(limit=8)}
+    results.setdefault("anomaly_types", sorted((results.get("anomalies") or {}).keys()))
+    results.setdefault("allowed", policy.allowed)
+    results["policy"] = policy.to_dict()
+    results["checker"] = wl.checker
+    results["history"] = hstats
+    results["check_seconds"] = round(time.monotonic() - t0, 3)
+    results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if hstats["dropped_lines"] or test is None or test.get("end") is None:
+        results["incomplete_run"] = True
+    store.write_json(run_dir / "results.json", results)
+    return results
+
+
+def render_outputs(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any] | None = None) -> list[str]:
+    """Plots, timeline and report.html for a checked run; returns the problems met (never raises
+    for a plot: a missing picture must not cost the verdict)."""
+    from harness import plots as hplots
+    from harness.report import write_report
+
+    problems = hplots.write_all(run_dir, results, test or store.read_json(run_dir / "test.json") or {})
+    try:
+        write_report(run_dir)
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"report: {type(e).__name__}: {e}")
+    return problems
+
+
+def analyze_run(run_dir: Path, *, workload: str | None = None, time_limit: float | None = None
+                ) -> dict[str, Any]:
+    """check_run + render_outputs; returns the results (with `render_problems` if any)."""
+    results = check_run(run_dir, workload=workload, time_limit=time_limit)
+    problems = render_outputs(Path(run_dir), results)
+    if problems:
+        results["render_problems"] = problems
+        store.write_json(Path(run_dir) / "results.json", results)
+    return results

@@ -1,0 +1,98 @@
+"""The runner's fault side: `--nemesis` names -> fault packages, played by the generator.
+
+`fault_packages(names, topics)` returns `nemesis.schedule` packages. Besides the nemesis
+part's own (partition, kill, pause, restart, rolling-restart, and whatever it registers in
+`nemesis.schedule.PACKAGES`), the harness adds packages aimed at the workload's partition
+leaders, found through the cluster's metadata at the moment of the fault:
+
+- `kill-leader`: SIGKILL the current leader of a random topic-partition, later start all;
+- `partition-leader`: isolate the current leader of a random topic-partition from every
+  other node, later heal.
+
+`ScheduleGenerator` turns `nemesis.schedule.combined` into a generator for the nemesis
+thread (`harness.generator.nemesis(...)`), so client ops and faults run on one clock.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
+from harness.history import NEMESIS
+
+HEAL_F = "heal"
+
+
+def _leader_target(topics: Mapping[str, int]) -> Any:
+    names = sorted(topics)
+
+    def pick(rng: random.Random) -> dict[str, Any]:
+        t = names[rng.randrange(len(names))]
+        return {"role": "leader", "topic": t, "partition": rng.randrange(max(1, topics[t]))}
+
+    return pick
+
+
+def extra_packages(topics: Mapping[str, int]) -> dict[str, Any]:
+    from nemesis.core import FaultOp
+    from nemesis.schedule import FaultPackage
+
+    if not topics:
+        return {}
+    leader = _leader_target(topics)
+    return {
+        "kill-leader": lambda: FaultPackage("kill-leader", lambda rng: FaultOp("kill", leader(rng)),
+                                            FaultOp("start", "all"), [FaultOp("start", "all")], "#E9A4A0"),
+        "partition-leader": lambda: FaultPackage(
+            "partition-leader", lambda rng: FaultOp("start-partition", {"isolate": leader(rng)}),
+            FaultOp("stop-partition"), [FaultOp("stop-partition")], "#E9DCA0"),
+    }
+
+
+def known_packages(topics: Mapping[str, int] | None = None) -> list[str]:
+    from nemesis.schedule import PACKAGES
+
+    return sorted(set(PACKAGES) | set(extra_packages(topics or {"t": 1})))
+
+
+def fault_packages(names: Sequence[str], topics: Mapping[str, int]) -> list[Any]:
+    """Packages for `--nemesis` names (ValueError naming the unknown ones)."""
+    from nemesis.schedule import PACKAGES
+
+    extra = extra_packages(topics)
+    bad = [n for n in names if n not in PACKAGES and n not in extra]
+    if bad:
+        raise ValueError(f"unknown nemesis {', '.join(bad)} (known: {', '.join(known_packages(topics))})")
+    return [extra[n]() if n in extra else PACKAGES[n]() for n in names]
+
+
+class ScheduleGenerator(Generator):
+    """Fault ops from `combined(packages, interval, rng)` at their scheduled times.
+
+    The schedule has its own rng (derived from the test's seed), so the faults and their
+    times replay for a seed whatever the clients do."""
+
+    def __init__(self, packages: Sequence[Any], interval: float, rng: random.Random):
+        from nemesis.schedule import combined
+
+        self.it = combined(list(packages), interval, rng) if packages else iter(())
+        self.next_time: int | None = None
+
+    def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
+        if NEMESIS_THREAD not in ctx.free:
+            return PENDING
+        if self.next_time is None:
+            self.next_time = ctx.time
+        try:
+            delay, fop = next(self.it)
+        except StopIteration:
+            return None
+        self.next_time += int(delay * NS)
+        return {"process": NEMESIS, "f": fop.f, "value": fop.value, "time": self.next_time}
+
+
+def heal_op() -> dict[str, Any]:
+    """The op that ends every fault: the packages' final ops, then `Nemesis.heal_all`."""
+    return {"process": NEMESIS, "f": HEAL_F, "value": None}

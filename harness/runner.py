@@ -1,0 +1,399 @@
+"""One test, start to finish (DESIGN.md "Data flow of one test").
+
+`run_test(TestOptions(...))`:
+
+1. a run folder (`harness.store`), test.json (every option, the seed, versions, git
+   revision; `end` null until the test ends), history.jsonl opened;
+2. create the cluster (`--backend`), install and start a broker on every node, wait until
+   each accepts connections, create the workload's topics (every partition has a leader);
+3. the main phase: the workload's ops at `--rate` on `--concurrency` client threads, and the
+   nemesis schedule (`--nemesis`, a fault every `--nemesis-interval` s), for `--time-limit` s;
+4. heal: every package's final ops, then `Nemesis.heal_all`; wait until every broker
+   accepts connections again;
+5. the final phase: the workload's read-back (queue: assign all keys from the beginning,
+   poll until every acknowledged offset was read, or `--final-time-limit`);
+6. teardown, always (also on exceptions and Ctrl-C: `nemesis.guard.always_heal`): heal,
+   collect each node's log, config and data into nodes/<node>/, stop brokers, remove the
+   cluster;
+7. check (`harness.analysis`): results.json with the expected-anomaly policy, plots,
+   timeline, report.html.
+
+Every random choice comes from the seed: the generator's rng is `Random(seed)`, the fault
+schedule's `Random("seed/schedule")`, the nemesis's target choices `Random("seed/targets")`.
+`timings` in test.json records how long each stage took (bench/harness.py reads them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import generator as gen
+from harness import interpreter, store
+from harness.errors import InputError, exit_code_for
+from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op
+from harness.history import HistoryWriter
+from harness.progress import Progress
+
+ACKS = ("all", "1", "mixed")
+FLUSH_POLICIES = ("none", "every")
+
+
+@dataclass
+class TestOptions:
+    """Every option of `wrack test` (recorded in test.json as `options`)."""
+
+    name: str | None = None
+    backend: str = "local"
+    nodes: int = 5
+    workload: str = "queue"
+    nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
+    nemesis_interval: float = 10.0
+    acks: str = "all"
+    rf: int = 3
+    min_isr: int = 2
+    partitions: int = 2
+    topics: int = 2
+    flush_policy: str = "none"  # "none" (the OS writes back), "every" (fsync each message), or N messages
+    safeguards_off: list[str] = field(default_factory=list)
+    time_limit: float = 60.0
+    rate: float = 100.0
+    concurrency: str = "1n"
+    test_count: int = 1
+    seed: int | None = None
+    client: str = "confluent"
+    request_timeout: float = 5.0
+    final_time_limit: float = 15.0
+    checker_time_limit: float | None = 120.0
+    transport: str = "nsenter"
+    inventory: str | None = None
+    controllers: int = 1
+    broker_command: list[str] | None = None
+    collect_data: bool = True
+    results: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    results: dict[str, Any] | None
+    exit_code: int
+    error: str | None = None
+
+    @property
+    def valid(self) -> Any:
+        return None if self.results is None else self.results.get("valid")
+
+
+def test_name(o: TestOptions) -> str:
+    """The default test name: workload, acks, faults, switched-off safeguards."""
+    parts = [o.workload, f"acks{o.acks}", "+".join(o.nemesis) or "nofaults"]
+    if o.safeguards_off:
+        parts.append("off-" + "+".join(o.safeguards_off))
+    return store.safe_name("-".join(parts))
+
+
+def flush_interval(policy: str) -> int | None:
+    if policy == "none":
+        return None
+    if policy == "every":
+        return 1
+    return int(policy)
+
+
+def validate(o: TestOptions) -> None:
+    """Raise InputError naming the first bad option."""
+    import workloads
+
+    def bad(opt: str, msg: str) -> None:
+        raise InputError(f"--{opt}: {msg}")
+
+    if o.workload not in workloads.WORKLOADS:
+        bad("workload", f"unknown workload {o.workload!r} (known: {', '.join(workloads.WORKLOADS)})")
+    if o.nodes < 1:
+        bad("nodes", "at least 1")
+    o.acks = {"-1": "all"}.get(str(o.acks), str(o.acks))
+    if o.acks not in ACKS:
+        bad("acks", f"{o.acks!r} is not one of all, 1, mixed")
+    if not 1 <= o.rf <= o.nodes:
+        bad("rf", f"{o.rf} must be between 1 and the number of nodes ({o.nodes})")
+    if not 1 <= o.min_isr <= o.rf:
+        bad("min-isr", f"{o.min_isr} must be between 1 and the replication factor ({o.rf})")
+    if o.partitions < 1 or o.topics < 1:
+        bad("partitions", "at least 1")
+    if o.flush_policy not in FLUSH_POLICIES and not str(o.flush_policy).isdigit():
+        bad("flush-policy", f"{o.flush_policy!r} is not none, every or a number of messages")
+    for opt, v in (("time-limit", o.time_limit), ("rate", o.rate), ("nemesis-interval", o.nemesis_interval)):
+        if not v > 0:
+            bad(opt, f"{v} must be positive")
+    if o.test_count < 1:
+        bad("test-count", "at least 1")
+    try:
+        gen.parse_concurrency(o.concurrency, o.nodes)
+    except ValueError as e:
+        bad("concurrency", str(e))
+    try:
+        fault_packages(o.nemesis, {"t": 1})
+    except ValueError as e:
+        bad("nemesis", str(e))
+    if o.safeguards_off:
+        try:
+            from broker.core.safeguards import REGISTRY
+        except ImportError:
+            REGISTRY = {}
+        unknown = [s for s in o.safeguards_off if REGISTRY and s not in REGISTRY]
+        if unknown:
+            bad("safeguard-off", f"unknown safeguard {', '.join(unknown)} (known: {', '.join(sorted(REGISTRY))})")
+    if o.client not in ("confluent", "kafka-python"):
+        bad("client", f"{o.client!r} is not confluent or kafka-python")
+    from clusters.backends import BACKENDS
+
+    if o.backend not in BACKENDS:
+        bad("backend", f"unknown backend {o.backend!r} (known: {', '.join(sorted(BACKENDS))})")
+
+
+def broker_options(o: TestOptions) -> Any:
+    from clusters.db import BrokerOptions
+
+    extra = {"unclean.leader.election.enable": "false"}
+    if o.safeguards_off:
+        extra["wrack.safeguards.off"] = ",".join(o.safeguards_off)
+    bo = BrokerOptions(controllers=o.controllers, replication_factor=o.rf, min_insync_replicas=o.min_isr,
+                       flush_interval_messages=flush_interval(o.flush_policy), extra=extra)
+    if o.broker_command:
+        bo.command = list(o.broker_command)
+    return bo
+
+
+def topic_config(o: TestOptions) -> dict[str, str]:
+    cfg = {"min.insync.replicas": str(o.min_isr)}
+    if o.safeguards_off:
+        cfg["wrack.safeguards.off"] = ",".join(o.safeguards_off)
+    return cfg
+
+
+class _Timings:
+    def __init__(self) -> None:
+        self.marks: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.marks[name] = round(self.marks.get(name, 0.0) + now - self._t, 3)
+        self._t = now
+
+
+def _bootstrap_for(nodes: list[Any], thread: int) -> str:
+    from clusters.db import BROKER_PORT
+
+    n = len(nodes)
+    order = [nodes[(thread + i) % n] for i in range(n)]
+    return ",".join(f"{x.address}:{BROKER_PORT}" for x in order)
+
+
+def run_test(o: TestOptions, progress: Progress | None = None,
+             campaign: dict[str, Any] | None = None,
+             on_run_dir: Callable[[Path], None] | None = None) -> RunOutcome:
+    """Run one test (see the module docstring). Bad options raise InputError before anything
+    is created; everything after that ends in a RunOutcome (a crash has exit code 255)."""
+    import workloads
+    from clusters.backends import backend
+    from clusters.db import BrokerDB
+    from clusters.node import ClusterSpec
+    from harness.analysis import check_run, render_outputs, workload_options
+    from nemesis.core import FaultOp, Nemesis
+    from nemesis.guard import always_heal
+    from nemesis.schedule import final_ops
+    from nemesis.targets import kafka_metadata
+
+    validate(o)
+    progress = progress or Progress(enabled=False)
+    seed = o.seed if o.seed is not None else secrets.randbelow(2**31)
+    name = o.name or test_name(o)
+    start = dt.datetime.now(dt.UTC)
+    run_dir = store.new_run(o.results, name, start)
+    if on_run_dir is not None:
+        on_run_dir(run_dir)
+    cluster_name = f"wt{secrets.token_hex(3)}"
+    threads = gen.parse_concurrency(o.concurrency, o.nodes)
+    test: dict[str, Any] = {
+        "name": name, "run_id": store.run_id(run_dir), "start": start.isoformat(timespec="milliseconds"),
+        "end": None, "seed": seed, "options": {**o.to_dict(), "seed": seed, "concurrency_threads": threads},
+        "cluster": {"backend": o.backend, "name": cluster_name}, "versions": store.versions(),
+        "git": store.git_info(), "argv": None,
+    }
+    if campaign is not None:
+        test["campaign"] = campaign
+    store.write_json(run_dir / "test.json", test)
+    timings = _Timings()
+    wl = workloads.make(o.workload, workload_options(test["options"]))
+    topics = wl.topics()
+    pkgs = fault_packages(o.nemesis, topics)
+    history = HistoryWriter(run_dir / "history.jsonl")
+    error: str | None = None
+    cluster = None
+    try:
+        progress.phase("setup")
+        mod = backend(o.backend)
+        opts = {"inventory": o.inventory} if o.inventory else {}
+        cluster = mod.create(ClusterSpec(name=cluster_name, nodes=o.nodes, transport=o.transport, options=opts))
+        db = BrokerDB(cluster, broker_options(o))
+        nem = Nemesis(cluster, db, history, rng=random.Random(f"{seed}/targets"),
+                      metadata=lambda: kafka_metadata(db.bootstrap_servers(), timeout=5.0))
+        with always_heal(cluster, nemesis=nem, db=_Collecting(db, o.collect_data),
+                         run_dir=str(run_dir / "nodes")):
+            with ThreadPoolExecutor(max_workers=min(8, len(cluster.nodes))) as ex:
+                list(ex.map(db.setup, cluster.nodes))
+                list(ex.map(db.start, cluster.nodes))
+                list(ex.map(lambda n: db.wait_ready(n, 60), cluster.nodes))
+            if topics:
+                from workloads.kafka_io import create_topics
+
+                create_topics(db.bootstrap_servers(), topics, replication_factor=o.rf,
+                              config=topic_config(o), timeout=60)
+            timings.lap("setup")
+
+            def nemesis_op(op: dict[str, Any]) -> Any:
+                try:
+                    if op["f"] == HEAL_F:
+                        errs = []
+                        for fop in final_ops(pkgs):
+                            try:
+                                nem.invoke(fop)
+                            except Exception as e:  # noqa: BLE001
+                                errs.append(f"{fop.f}: {e}")
+                        errs += nem.heal_all()
+                        for n in cluster.nodes:
+                            try:
+                                db.wait_ready(n, 30)
+                            except Exception as e:  # noqa: BLE001
+                                errs.append(f"{n.name} not ready: {e}")
+                        if errs:
+                            history.append({"process": "nemesis", "type": "info", "f": "heal-errors",
+                                            "value": {"errors": errs}})
+                        return None
+                    return nem.invoke(FaultOp(op["f"], op.get("value")))
+                except Exception as e:  # noqa: BLE001 - a fault that fails is recorded, the test goes on
+                    history.append({"process": "nemesis", "type": "info", "f": "nemesis-error",
+                                    "value": {"f": op["f"], "spec": op.get("value"), "error": f"{type(e).__name__}: {e}"}})
+                    return None
+
+            sched_rng = random.Random(f"{seed}/schedule")
+            main = gen.time_limit(o.time_limit, gen.any_of(
+                gen.clients(gen.rate(o.rate, wl.generator())),
+                gen.nemesis(ScheduleGenerator(pkgs, o.nemesis_interval, sched_rng))))
+            final = wl.final_generator()
+            phase_names = iter(["workload", "heal", "final"])
+            phase_limits = {"workload": o.time_limit, "final": o.final_time_limit}
+
+            class _PhaseMarker(gen.Generator):
+                """Marks phase boundaries for timings and progress (yields no op)."""
+
+                def op(self, ctx: gen.Context) -> None:
+                    name = next(phase_names, None)
+                    if name is not None:
+                        timings.lap({"workload": "setup", "heal": "workload", "final": "heal"}[name])
+                        progress.phase(name, phase_limits.get(name))
+                    return None
+
+            steps: list[Any] = [_PhaseMarker(), main, _PhaseMarker(), gen.nemesis(gen.once(heal_op()))]
+            if final is not None:
+                steps += [_PhaseMarker(), gen.clients(final)]
+            clients = {}  # thread -> bootstrap
+
+            def open_client(thread: int, process: int) -> Any:
+                bs = clients.get(thread) or _bootstrap_for(cluster.nodes, thread)
+                clients[thread] = bs
+                return wl.client(thread, process, bs)
+
+            stats = interpreter.run(gen.phases(*steps), threads=threads, clients=open_client, history=history,
+                                    rng=random.Random(seed), nemesis=nemesis_op, on_event=progress.event)
+            timings.lap("final" if final is not None else "heal")
+            test["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
+            progress.phase("teardown")
+    except KeyboardInterrupt:
+        error = "interrupted"
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - recorded; the run is still checked
+        error = f"{type(e).__name__}: {e}"
+        if os.environ.get("WRACK_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+    finally:
+        history.close()
+        timings.lap("teardown")
+        test["end"] = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+        test["timings"] = timings.marks
+        if error:
+            test["error"] = error
+        store.write_json(run_dir / "test.json", test)
+    progress.phase("check")
+    results: dict[str, Any] | None = None
+    try:
+        results = check_run(run_dir, time_limit=o.checker_time_limit)
+        if error:
+            results["run_error"] = error
+            if results.get("valid") is True:
+                results["valid"] = "unknown"  # an aborted test proves nothing
+            store.write_json(run_dir / "results.json", results)
+        timings.lap("check")
+        problems = render_outputs(run_dir, results, test)
+        if problems:
+            results["render_problems"] = problems
+            store.write_json(run_dir / "results.json", results)
+        timings.lap("report")
+    except InputError as e:
+        error = error or f"history: {e}"
+    test["timings"] = timings.marks
+    store.write_json(run_dir / "test.json", test)
+    progress.close()
+    if results is None:
+        return RunOutcome(run_dir, None, 255, error)
+    code = exit_code_for(results.get("valid"))
+    if error and error != "interrupted" and code == 2 and "setup" not in timings.marks:
+        code = 255  # the harness could not even set the test up
+    return RunOutcome(run_dir, results, code, error)
+
+
+class _Collecting:
+    """The DB as `always_heal` sees it: `collect` copies data only when asked to."""
+
+    def __init__(self, db: Any, data: bool):
+        self.db = db
+        self.data = data
+
+    def collect(self, node: Any, run_dir: str) -> Any:
+        return self.db.collect(node, run_dir, data=self.data)
+
+    def teardown(self, node: Any) -> None:
+        self.db.teardown(node)
+
+
+def run_tests(o: TestOptions, progress: Progress | None = None,
+              on_outcome: Callable[[RunOutcome], None] | None = None) -> list[RunOutcome]:
+    """`--test-count` runs (each with its own seed unless one was given, then seed+i); stops at
+    the first run that is not valid, as Jepsen does."""
+    outs = []
+    for i in range(o.test_count):
+        oi = TestOptions(**{**o.to_dict(), "seed": None if o.seed is None else o.seed + i})
+        out = run_test(oi, progress)
+        outs.append(out)
+        if on_outcome is not None:
+            on_outcome(out)
+        if out.exit_code != 0:
+            break
+    return outs
+

@@ -1,0 +1,87 @@
+"""What a workload is: topics to create, a client per process, generators, and a checker.
+
+A `Workload` (queue, log, noop) gives the runner:
+
+- `topics() -> {name: partitions}` to create before the test;
+- `client(thread, process, bootstrap) -> Client` (one per process; `harness.interpreter`
+  opens a new one under a new process id after an `info`);
+- `generator()` (the main phase, wrapped by the runner with rate and time limit) and
+  `final_generator()` (after the heal: read everything back; None if nothing to do);
+- `check(history_path, allowed) -> result` (DESIGN.md's checker result; `allowed` are the
+  anomaly types the configuration may show);
+- `plots(history_path, results, out_dir, colors)` (optional pictures into plots/).
+
+`WorkloadOptions` holds every option a workload reads, recorded in test.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.generator import Generator
+
+
+@dataclass
+class WorkloadOptions:
+    """Workload knobs (all recorded with the run)."""
+
+    acks: str = "all"  # "all" | "1" | "mixed" (per op, at random)
+    client_lib: str = "confluent"  # "confluent" | "kafka-python"
+    topics: int = 2
+    partitions: int = 2
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    request_timeout: float = 5.0  # s a send/poll waits before it is indeterminate
+    final_time_limit: float = 10.0  # s the final read-back may take at most
+    poll_ms: int = 200
+    max_poll_records: int = 500
+    assign_p: float = 1 / 32  # probability that an op re-assigns the consumer
+    crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
+    send_p: float = 0.5  # share of sends among sends and polls
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Client(Protocol):
+    def invoke(self, op: Mapping[str, Any]) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+class Workload(Protocol):
+    name: str
+    checker: str
+
+    def topics(self) -> dict[str, int]: ...
+    def client(self, thread: int, process: int, bootstrap: str) -> Client: ...
+    def generator(self) -> Generator: ...
+    def final_generator(self) -> Generator | None: ...
+    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
+              ) -> dict[str, Any]: ...
+
+
+def key_of(topic: str, partition: int) -> str:
+    """The history key naming one topic-partition: "topic-partition" (as Kafka prints it)."""
+    return f"{topic}-{partition}"
+
+
+def split_key(key: str) -> tuple[str, int]:
+    """(topic, partition) of a key made by `key_of`."""
+    topic, _, p = key.rpartition("-")
+    if not topic or not p.isdigit():
+        raise ValueError(f"bad key {key!r} (expected topic-partition)")
+    return topic, int(p)
+
+
+def apply_policy(result: dict[str, Any], allowed: Sequence[str]) -> dict[str, Any]:
+    """Mark `result` with the allowed anomaly types; an invalid result whose anomalies are all
+    allowed becomes valid (for checkers that do not take a policy themselves)."""
+    allowed = sorted(set(allowed))
+    result["allowed"] = allowed
+    types = list(result.get("anomaly_types") or [])
+    if result.get("valid") is False and types and all(t in allowed for t in types):
+        result["valid"] = True
+    return result

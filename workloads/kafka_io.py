@@ -1,0 +1,313 @@
+"""Kafka clients behind one small interface: confluent-kafka (librdkafka, the default) and
+kafka-python (the alternative), one producer + one consumer per process.
+
+`open_io(lib, bootstrap, acks=, timeout=, client_id=)` returns a `KafkaIO`:
+
+- `send(topic, partition, value) -> offset`, waits at most `timeout` s for the broker's
+  acknowledgement; raises `ClientError(code)` (classified by `workloads.errors`), code None
+  when nothing came back in time;
+- `assign({(topic, partition): offset | None})`: consume exactly these partitions from
+  these offsets (None: from the beginning);
+- `poll(timeout, max_records) -> [(topic, partition, offset, value)]`, raising
+  `ClientError` on a consumer error;
+- `high_watermark(topic, partition) -> int` (the next offset a consumer can read to);
+- `close()`.
+
+Producers never retry (`retries=0`, no idempotence): a retried send could duplicate a
+value, and the checker would have to tell which duplicate was ours. Values are the decimal
+text of integers; records have no key (the partition is chosen explicitly).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from workloads.errors import ClientError
+
+TP = tuple[str, int]
+
+
+class KafkaIO(Protocol):
+    def send(self, topic: str, partition: int, value: int) -> int: ...
+    def assign(self, positions: Mapping[TP, int | None]) -> None: ...
+    def poll(self, timeout: float, max_records: int = 500) -> list[tuple[str, int, int, int]]: ...
+    def high_watermark(self, topic: str, partition: int) -> int: ...
+    def close(self) -> None: ...
+
+
+def _value(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+class ConfluentIO:
+    """confluent-kafka (librdkafka)."""
+
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+        import confluent_kafka as ck
+
+        self._ck = ck
+        self.timeout = timeout
+        ms = max(100, int(timeout * 1000))
+        common = {"bootstrap.servers": bootstrap, "client.id": client_id, "socket.timeout.ms": ms,
+                  "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
+                  "topic.metadata.refresh.interval.ms": 2000, "metadata.max.age.ms": 5000,
+                  "socket.connection.setup.timeout.ms": ms, "log_level": 0}
+        self._producer_conf = {**common, "acks": "all" if acks == "all" else str(acks),
+                               "enable.idempotence": False, "message.send.max.retries": 0,
+                               "max.in.flight.requests.per.connection": 1, "linger.ms": 0,
+                               "request.timeout.ms": ms, "message.timeout.ms": ms,
+                               "retry.backoff.ms": 50}
+        self._consumer_conf = {**common, "group.id": f"wrack-{client_id}", "enable.auto.commit": False,
+                               "auto.offset.reset": "earliest", "enable.partition.eof": False,
+                               "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 100,
+                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 2000}
+        self._producer: Any = None
+        self._consumer: Any = None
+
+    @property
+    def producer(self) -> Any:
+        if self._producer is None:
+            self._producer = self._ck.Producer(self._producer_conf)
+        return self._producer
+
+    @property
+    def consumer(self) -> Any:
+        if self._consumer is None:
+            self._consumer = self._ck.Consumer(self._consumer_conf)
+        return self._consumer
+
+    def send(self, topic: str, partition: int, value: int) -> int:
+        box: dict[str, Any] = {}
+
+        def done(err: Any, msg: Any) -> None:
+            box["err"] = err
+            box["offset"] = msg.offset() if msg is not None else None
+
+        p = self.producer
+        try:
+            p.produce(topic, value=str(value).encode(), partition=partition, on_delivery=done)
+        except BufferError:
+            raise ClientError(-184) from None
+        except self._ck.KafkaException as e:
+            err = e.args[0]
+            raise ClientError(err.code(), err.name(), err.str()) from None
+        deadline = time.monotonic() + self.timeout + 1.0
+        while "err" not in box:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ClientError(None, "TIMEOUT", f"no delivery report in {self.timeout + 1.0:g} s")
+            p.poll(min(left, 0.5))
+        err = box["err"]
+        if err is not None:
+            raise ClientError(err.code(), err.name(), err.str())
+        return int(box["offset"])
+
+    def assign(self, positions: Mapping[TP, int | None]) -> None:
+        ck = self._ck
+        tps = [ck.TopicPartition(t, p, ck.OFFSET_BEGINNING if o is None else o)
+               for (t, p), o in positions.items()]
+        self.consumer.assign(tps)
+
+    def poll(self, timeout: float, max_records: int = 500) -> list[tuple[str, int, int, int]]:
+        msgs = self.consumer.consume(num_messages=max_records, timeout=timeout)
+        out = []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == self._ck.KafkaError._PARTITION_EOF:
+                    continue
+                raise ClientError(err.code(), err.name(), err.str())
+            out.append((m.topic(), m.partition(), m.offset(), _value(m.value())))
+        return out
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        try:
+            _low, high = self.consumer.get_watermark_offsets(self._ck.TopicPartition(topic, partition),
+                                                             timeout=self.timeout, cached=False)
+        except self._ck.KafkaException as e:
+            err = e.args[0]
+            raise ClientError(err.code(), err.name(), err.str()) from None
+        return int(high)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.purge()
+            self._producer.flush(0)
+            self._producer = None
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except RuntimeError:
+                pass
+            self._consumer = None
+
+
+class KafkaPythonIO:
+    """kafka-python."""
+
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+        import kafka
+        import kafka.errors
+
+        self._kafka = kafka
+        self._errors = kafka.errors
+        self.timeout = timeout
+        ms = max(100, int(timeout * 1000))
+        self._servers = bootstrap.split(",")
+        self._common = {"bootstrap_servers": self._servers, "client_id": client_id, "request_timeout_ms": ms,
+                        "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 500, "metadata_max_age_ms": 5000}
+        self._acks: Any = "all" if acks == "all" else int(acks)
+        self._producer: Any = None
+        self._consumer: Any = None
+
+    def _error(self, e: Exception) -> ClientError:
+        errno = getattr(e, "errno", None)
+        if isinstance(e, self._errors.KafkaTimeoutError) or errno is None:
+            return ClientError(None, type(e).__name__, str(e))
+        return ClientError(int(errno), None, str(e))
+
+    @property
+    def producer(self) -> Any:
+        if self._producer is None:
+            try:
+                self._producer = self._kafka.KafkaProducer(
+                    **self._common, acks=self._acks, retries=0, linger_ms=0,
+                    max_in_flight_requests_per_connection=1, max_block_ms=int(self.timeout * 1000))
+            except self._errors.NoBrokersAvailable as e:
+                raise ClientError(-187, "NoBrokersAvailable", str(e)) from None
+        return self._producer
+
+    @property
+    def consumer(self) -> Any:
+        if self._consumer is None:
+            try:
+                self._consumer = self._kafka.KafkaConsumer(
+                    **self._common, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest",
+                    fetch_max_wait_ms=100, isolation_level="read_uncommitted")
+            except self._errors.NoBrokersAvailable as e:
+                raise ClientError(-187, "NoBrokersAvailable", str(e)) from None
+        return self._consumer
+
+    def send(self, topic: str, partition: int, value: int) -> int:
+        try:
+            fut = self.producer.send(topic, value=str(value).encode(), partition=partition)
+        except ClientError:
+            raise
+        except self._errors.KafkaTimeoutError as e:  # metadata not available: nothing sent
+            raise ClientError(-188, "KafkaTimeoutError(metadata)", str(e)) from None
+        except self._errors.KafkaError as e:
+            raise self._error(e) from None
+        try:
+            md = fut.get(timeout=self.timeout + 1.0)
+        except self._errors.KafkaError as e:
+            raise self._error(e) from None
+        return int(md.offset)
+
+    def assign(self, positions: Mapping[TP, int | None]) -> None:
+        TopicPartition = self._kafka.TopicPartition
+        c = self.consumer
+        tps = {TopicPartition(t, p): o for (t, p), o in positions.items()}
+        c.assign(list(tps))
+        for tp, o in tps.items():
+            if o is None:
+                c.seek_to_beginning(tp)
+            else:
+                c.seek(tp, o)
+
+    def poll(self, timeout: float, max_records: int = 500) -> list[tuple[str, int, int, int]]:
+        try:
+            batches = self.consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
+        except self._errors.KafkaError as e:
+            raise self._error(e) from None
+        out = []
+        for tp, recs in batches.items():
+            for r in recs:
+                out.append((tp.topic, tp.partition, r.offset, _value(r.value)))
+        out.sort(key=lambda x: (x[0], x[1], x[2]))
+        return out
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        tp = self._kafka.TopicPartition(topic, partition)
+        try:
+            return int(self.consumer.end_offsets([tp])[tp])
+        except self._errors.KafkaError as e:
+            raise self._error(e) from None
+
+    def close(self) -> None:
+        if self._producer is not None:
+            try:
+                self._producer.close(timeout=0)
+            except Exception:  # noqa: BLE001 - closing a broken client
+                pass
+            self._producer = None
+        if self._consumer is not None:
+            try:
+                self._consumer.close(autocommit=False)
+            except Exception:  # noqa: BLE001
+                pass
+            self._consumer = None
+
+
+CLIENT_LIBS = {"confluent": ConfluentIO, "kafka-python": KafkaPythonIO}
+
+
+def open_io(lib: str, bootstrap: str, **kw: Any) -> KafkaIO:
+    try:
+        cls = CLIENT_LIBS[lib]
+    except KeyError:
+        raise ValueError(f"unknown client library {lib!r} (known: {', '.join(CLIENT_LIBS)})") from None
+    return cls(bootstrap, **kw)
+
+
+def create_topics(bootstrap: str, topics: Mapping[str, int], *, replication_factor: int,
+                  config: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+    """Create `topics` (name -> partitions) and wait until every partition has a leader.
+    Existing topics are fine. Raises RuntimeError naming what did not come up in time."""
+    import confluent_kafka as ck
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    pending = dict(topics)
+    last_err = ""
+    while pending and time.monotonic() < deadline:
+        new = [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=dict(config or {}))
+               for t, n in pending.items()]
+        futs = admin.create_topics(new, operation_timeout=10, request_timeout=10)
+        for t, fut in futs.items():
+            try:
+                fut.result()
+                pending.pop(t, None)
+            except ck.KafkaException as e:
+                err = e.args[0]
+                if err.code() == ck.KafkaError.TOPIC_ALREADY_EXISTS:
+                    pending.pop(t, None)
+                else:
+                    last_err = f"{t}: {err.name()} {err.str()}"
+            except Exception as e:  # noqa: BLE001 - retried until the deadline
+                last_err = f"{t}: {e}"
+        if pending:
+            time.sleep(0.2)
+    if pending:
+        raise RuntimeError(f"could not create topics {sorted(pending)} in {timeout:g} s: {last_err}")
+    while True:
+        md = admin.list_topics(timeout=5)
+        missing = []
+        for t, n in topics.items():
+            tm = md.topics.get(t)
+            if tm is None or tm.error is not None or len(tm.partitions) < n:
+                missing.append(t)
+                continue
+            missing += [f"{t}-{p}" for p, pm in tm.partitions.items() if pm.leader < 0]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no leader for {missing} after {timeout:g} s")
+        time.sleep(0.2)

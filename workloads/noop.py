@@ -1,0 +1,60 @@
+"""The no-op workload: clients that answer `ok` at once, without any broker.
+
+It measures the harness itself (bench/harness.py: ops/s the interpreter records, time
+spent outside the workload window) and exercises the runner's lifecycle on clusters whose
+broker speaks no Kafka. Its checker only checks the history's shape: every op completed
+`ok` and every invoke was completed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import generator as gen
+from harness.generator import Generator
+from harness.history import read_ops
+from workloads.base import WorkloadOptions
+
+
+class NoopClient:
+    def invoke(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        return {"type": "ok", "value": op.get("value")}
+
+    def close(self) -> None:
+        pass
+
+
+class NoopWorkload:
+    name = "noop"
+    checker = "shape"
+
+    def __init__(self, opts: WorkloadOptions | None = None):
+        self.opts = opts or WorkloadOptions()
+
+    def topics(self) -> dict[str, int]:
+        return {}
+
+    def client(self, thread: int, process: int, bootstrap: str) -> NoopClient:
+        return NoopClient()
+
+    def generator(self) -> Generator:
+        return gen.repeat({"f": "noop"})
+
+    def final_generator(self) -> Generator | None:
+        return None
+
+    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
+              ) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        bad = []
+        for op in read_ops(history_path):
+            counts[op.type] = counts.get(op.type, 0) + 1
+            if op.type != "ok" and len(bad) < 10:
+                bad.append({"explanation": f"op {op.index} of process {op.process} ended {op.type}",
+                            "ops": [op.index]})
+        anomalies = {"not-ok": bad} if bad else {}
+        return {"valid": not bad, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
+                "anomaly_counts": {"not-ok": sum(v for k, v in counts.items() if k != "ok")} if bad else {},
+                "allowed": sorted(set(allowed)), "stats": {"ops": counts}}

@@ -1,0 +1,236 @@
+"""The queue workload: Jepsen's Kafka workload on real clients (notes/jepsen.md section 2).
+
+Keys are topic-partitions ("queue0-1"): `topics` topics of `partitions` partitions. Each
+process is a producer and a consumer. Ops (DESIGN.md's history vocabulary):
+
+- `send` `[["send", key, v]]` -> ok `[["send", key, [offset, v]]]`; `v` is unique (one
+  counter for the whole test). With `acks="mixed"` each send carries `"acks": "all"|"1"`.
+- `poll` `[["poll"]]` -> ok `[["poll", {key: [[offset, v], ...]}]]`;
+- `assign` `[key, ...]` (optionally `"seek_to_beginning": true`) -> ok: consume exactly
+  these keys, each from where this process last read it (the beginning if never);
+- `crash` -> always `info`: the client is dropped, a new process (new producer and
+  consumer) takes the thread over.
+
+The first op of every process is an assign. Failed polls roll the consumer back to where
+it was, so a failed poll never makes the next one look like it skipped. Send errors are
+classified by `workloads.errors` (definite `fail` vs indeterminate `info`).
+
+The final phase (`final_generator`): every thread assigns all keys from the beginning and
+polls until every key has been read up to the highest acknowledged offset (by anyone), or
+the final time limit passes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import generator as gen
+from harness.generator import PENDING, Context, Generator, Pending
+from workloads.base import WorkloadOptions, key_of, split_key
+from workloads.errors import ClientError
+from workloads.kafka_io import KafkaIO, open_io
+
+
+class OffsetTracker:
+    """Highest acknowledged and highest polled offset per key, from the history's events."""
+
+    def __init__(self) -> None:
+        self.acked: dict[str, int] = {}
+        self.polled: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def update(self, event: Mapping[str, Any]) -> None:
+        if event.get("type") != "ok" or not isinstance(event.get("value"), list):
+            return
+        f = event.get("f")
+        with self.lock:
+            for mop in event["value"]:
+                if f == "send" and len(mop) == 3 and isinstance(mop[2], list) and mop[2][0] is not None:
+                    k, off = mop[1], mop[2][0]
+                    if off > self.acked.get(k, -1):
+                        self.acked[k] = off
+                elif f == "poll" and len(mop) == 2 and isinstance(mop[1], dict):
+                    for k, pairs in mop[1].items():
+                        if pairs:
+                            off = max(p[0] for p in pairs)
+                            if off > self.polled.get(k, -1):
+                                self.polled[k] = off
+
+    def unread(self) -> dict[str, int]:
+        """Keys whose highest acknowledged offset no poll has reached: key -> offsets missing."""
+        with self.lock:
+            return {k: a - self.polled.get(k, -1) for k, a in self.acked.items() if self.polled.get(k, -1) < a}
+
+    def all_read(self) -> bool:
+        return not self.unread()
+
+
+class QueueGenerator(Generator):
+    """The main phase's ops (see the module docstring); all choices use `ctx.rng`."""
+
+    def __init__(self, keys: Sequence[str], opts: WorkloadOptions):
+        self.keys = list(keys)
+        self.opts = opts
+        self.values = itertools.count(1)
+        self.assigned: set[Any] = set()
+
+    def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
+        procs = ctx.free_processes()
+        if not procs:
+            return PENDING
+        rng = ctx.rng
+        p = procs[rng.randrange(len(procs))]
+        o = self.opts
+        if p not in self.assigned:
+            return self._assign(ctx, p)
+        r = rng.random()
+        if r < o.crash_p:
+            return {"process": p, "f": "crash", "value": None, "time": ctx.time}
+        if r < o.crash_p + o.assign_p:
+            return self._assign(ctx, p)
+        if rng.random() < o.send_p:
+            op = {"process": p, "f": "send", "value": [["send", self.keys[rng.randrange(len(self.keys))],
+                                                         next(self.values)]], "time": ctx.time}
+            if o.acks == "mixed":
+                op["acks"] = "all" if rng.random() < 0.5 else "1"
+            return op
+        return {"process": p, "f": "poll", "value": [["poll"]], "time": ctx.time}
+
+    def _assign(self, ctx: Context, p: Any) -> dict[str, Any]:
+        n = ctx.rng.randint(1, len(self.keys))
+        keys = sorted(ctx.rng.sample(self.keys, n))
+        return {"process": p, "f": "assign", "value": keys, "time": ctx.time}
+
+    def update(self, ctx: Context, event: Mapping[str, Any]) -> None:
+        if event.get("f") == "assign" and event.get("type") == "ok":
+            self.assigned.add(event["process"])
+
+
+class QueueClient:
+    """One process's producer + consumer (see the module docstring)."""
+
+    def __init__(self, make_io: Callable[[str], KafkaIO], opts: WorkloadOptions):
+        self.make_io = make_io
+        self.opts = opts
+        self.ios: dict[str, KafkaIO] = {}
+        self.positions: dict[tuple[str, int], int] = {}  # next offset to read, per assigned tp
+        self.assigned: list[tuple[str, int]] = []
+
+    def io(self, acks: str | None = None) -> KafkaIO:
+        a = acks or ("all" if self.opts.acks == "mixed" else self.opts.acks)
+        if a not in self.ios:
+            self.ios[a] = self.make_io(a)
+        return self.ios[a]
+
+    def invoke(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        f = op["f"]
+        if f == "send":
+            return self._send(op)
+        if f == "poll":
+            return self._poll(op)
+        if f == "assign":
+            return self._assign(op)
+        if f == "crash":
+            return {"type": "info", "error": "crash"}
+        return {"type": "fail", "error": f"unknown f {f!r}"}
+
+    def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        mops = op["value"]
+        out = []
+        for i, (_, k, v) in enumerate(mops):
+            topic, part = split_key(k)
+            try:
+                off = self.io(op.get("acks")).send(topic, part, v)
+            except ClientError as e:
+                oc = e.send_outcome()
+                if oc.definite and i == 0:
+                    return {"type": "fail", "error": str(e)}
+                return {"type": "info", "error": str(e)}
+            out.append(["send", k, [off, v]])
+        return {"type": "ok", "value": out}
+
+    def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        if not self.assigned:
+            return {"type": "ok", "value": [["poll", {}]]}
+        before = dict(self.positions)
+        timeout = op.get("poll_ms", self.opts.poll_ms) / 1000
+        try:
+            recs = self.io().poll(timeout, self.opts.max_poll_records)
+        except ClientError as e:
+            self._rollback(before)
+            return {"type": "fail", "error": str(e)}
+        msgs: dict[str, list[list[Any]]] = {}
+        for topic, part, off, v in recs:
+            msgs.setdefault(key_of(topic, part), []).append([off, v])
+            self.positions[(topic, part)] = off + 1
+        return {"type": "ok", "value": [["poll", msgs]]}
+
+    def _rollback(self, before: Mapping[tuple[str, int], int]) -> None:
+        self.positions = dict(before)
+        try:
+            self.io().assign({tp: self.positions.get(tp) for tp in self.assigned})
+        except Exception:  # noqa: BLE001 - the next assign/poll reports the problem
+            pass
+
+    def _assign(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        tps = [split_key(k) for k in op["value"]]
+        if op.get("seek_to_beginning"):
+            for tp in tps:
+                self.positions.pop(tp, None)
+        try:
+            self.io().assign({tp: self.positions.get(tp) for tp in tps})
+        except ClientError as e:
+            return {"type": "fail", "error": str(e)}
+        self.assigned = tps
+        return {"type": "ok"}
+
+    def close(self) -> None:
+        for io in self.ios.values():
+            io.close()
+        self.ios.clear()
+
+
+class QueueWorkload:
+    """The queue workload (see the module docstring)."""
+
+    name = "queue"
+    checker = "queue"
+
+    def __init__(self, opts: WorkloadOptions | None = None):
+        self.opts = opts or WorkloadOptions()
+        self.tracker = OffsetTracker()
+        self.keys = [key_of(t, p) for t in self.topics() for p in range(self.opts.partitions)]
+
+    def topics(self) -> dict[str, int]:
+        return {f"queue{i}": self.opts.partitions for i in range(self.opts.topics)}
+
+    def client(self, thread: int, process: int, bootstrap: str) -> QueueClient:
+        o = self.opts
+        return QueueClient(lambda acks: open_io(o.client_lib, bootstrap, acks=acks, timeout=o.request_timeout,
+                                                client_id=f"p{process}"), o)
+
+    def generator(self) -> Generator:
+        return gen.on_update(self.tracker.update, QueueGenerator(self.keys, self.opts))
+
+    def final_generator(self) -> Generator:
+        tracker = self.tracker
+        poll_ms = max(self.opts.poll_ms, 500)
+
+        def poll_until_read(_ctx: Context) -> dict[str, Any] | None:
+            return None if tracker.all_read() else {"f": "poll", "value": [["poll"]], "poll_ms": poll_ms}
+
+        per_thread = gen.concat({"f": "assign", "value": list(self.keys), "seek_to_beginning": True},
+                                gen.Fn(poll_until_read))
+        return gen.on_update(tracker.update, gen.time_limit(self.opts.final_time_limit, gen.each_thread(per_thread)))
+
+    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
+              ) -> dict[str, Any]:
+        from checkers import queue as qc
+
+        result = dict(qc.check_file(str(history_path), allowed=tuple(allowed)))
+        result.setdefault("allowed", sorted(set(allowed)))
+        return result
