@@ -24,6 +24,10 @@ COMMANDS: dict[str, str] = {
     "check": "harness.cmd_check",
     "cluster": "harness.cmd_cluster",
     "test": "harness.cmd_test",
+    "analyze": "harness.cmd_analyze",
+    "report": "harness.cmd_report",
+    "campaign": "harness.cmd_campaign",
+    "serve": "harness.cmd_serve",
 }
 
 

@@ -42,6 +42,9 @@ class RunData:
     timeline_html: str | None = None
     logs: dict[str, str] = field(default_factory=dict)  # node -> log tail
     run_dir: str = ""
+    faults: list[dict[str, Any]] = field(default_factory=list)  # fault windows (kind, start s, stop s, value)
+    nemesis_errors: list[dict[str, Any]] = field(default_factory=list)  # failed fault actions, heal errors
+    ops: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # op index -> its events
 
 
 def verdict_word(valid: Any) -> str:
@@ -73,8 +76,65 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
         for node in sorted(p for p in nodes.iterdir() if p.is_dir()):
             for log in sorted(node.glob("*.log")):
                 logs[f"{node.name}/{log.name}"] = _tail(log, LOG_TAIL_LINES)
+    faults, nem_errors, ops = _scan_history(d / "history.jsonl", _example_indices(results))
     return RunData(test=test, results=results, plots=plots, timeline_html=timeline, logs=logs,
-                   run_dir=str(d))
+                   run_dir=str(d), faults=faults, nemesis_errors=nem_errors, ops=ops)
+
+
+MAX_OPS_SHOWN = 400
+
+
+def _example_indices(results: dict[str, Any] | None) -> set[int]:
+    """History indices named by the anomaly examples (the ops the report shows in full)."""
+    out: set[int] = set()
+    for examples in ((results or {}).get("anomalies") or {}).values():
+        if isinstance(examples, dict):
+            examples = examples.get("examples") or examples.get("errs") or []
+        for e in (examples if isinstance(examples, list) else [])[:20]:
+            if not isinstance(e, dict):
+                continue
+            for k in ("ops", "op_indices", "indices"):
+                for i in e.get(k) or []:
+                    if isinstance(i, int) and len(out) < MAX_OPS_SHOWN:
+                        out.add(i)
+                    elif isinstance(i, dict) and isinstance(i.get("index"), int) and len(out) < MAX_OPS_SHOWN:
+                        out.add(i["index"])
+    return out
+
+
+def _scan_history(path: Path, wanted: set[int]
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """Fault windows, nemesis errors, and the events of the wanted ops (invoke + completion)."""
+    from harness.errors import InputError
+    from harness.history import fault_windows, read_events
+
+    if not path.is_file():
+        return [], [], {}
+    nem: list[dict[str, Any]] = []
+    ops: dict[int, list[dict[str, Any]]] = {}
+    open_by_process: dict[Any, int] = {}
+    try:
+        for ev in read_events(path):
+            if ev["process"] == "nemesis":
+                nem.append(ev)
+                continue
+            if ev["type"] == "invoke":
+                open_by_process[ev["process"]] = ev["index"]
+                if ev["index"] in wanted:
+                    ops[ev["index"]] = [ev]
+            else:
+                inv = open_by_process.pop(ev["process"], None)
+                if inv in ops:
+                    ops[inv].append(ev)
+                elif ev["index"] in wanted:  # an example naming the completion's index
+                    ops[ev["index"]] = [ev]
+    except InputError:
+        pass
+    faults = [{"kind": w.kind, "start": w.start / 1e9, "stop": None if w.stop is None else w.stop / 1e9,
+               "value": w.start_event.get("value")} for w in fault_windows(nem)]
+    errors = [{"time": e["time"] / 1e9, "f": e["f"], "value": e.get("value")} for e in nem
+              if e["f"] in ("nemesis-error", "heal-errors")]
+    return faults, errors, ops
 
 
 def write_report(run_dir: str | os.PathLike[str]) -> Path:
@@ -145,8 +205,20 @@ def render_report(data: RunData) -> str:
         k: v for k, v in data.test.items() if k not in ("versions",)}
     other = {k: v for k, v in results.items()
              if k not in ("valid", "anomaly_types", "anomalies", "allowed", "allowed_types")}
+    policy = results.get("policy") if isinstance(results.get("policy"), dict) else None
+    op_lines = {i: [_op_line(ev) for ev in evs] for i, evs in data.ops.items()}
+    other = {k: v for k, v in other.items() if k not in ("policy", "history", "traceback")}
     tmpl = env.get_template("report.html.j2")
     return tmpl.render(
+        policy=policy,
+        history_stats=results.get("history") or {},
+        faults=data.faults,
+        nemesis_errors=data.nemesis_errors,
+        op_lines=op_lines,
+        timings=data.test.get("timings") or {},
+        git=data.test.get("git") or {},
+        run_error=results.get("run_error") or data.test.get("error"),
+        checker_error=results.get("error"),
         test=data.test,
         name=data.test.get("name", "run"),
         verdict=verdict_word(valid),
@@ -162,11 +234,22 @@ def render_report(data: RunData) -> str:
     )
 
 
+def _op_line(ev: dict[str, Any]) -> str:
+    """One history event as a line of text (escaped by the template, never markup)."""
+    v = json.dumps(ev.get("value"), default=str, separators=(",", ":"))
+    if len(v) > 300:
+        v = v[:300] + "..."
+    err = f"  error={ev['error']}" if ev.get("error") else ""
+    return f"#{ev.get('index')} t={ev.get('time', 0) / 1e9:.3f}s p={ev.get('process')} {ev.get('type')} {ev.get('f')} {v}{err}"
+
+
 def _example(e: Any) -> dict[str, Any]:
     """One anomaly example as (sentence, ops, rest) for the template."""
     if isinstance(e, dict):
         sentence = e.get("explanation") or e.get("message") or e.get("description") or ""
-        ops = e.get("ops") or e.get("op_indices") or e.get("indices") or []
+        raw = e.get("ops") or e.get("op_indices") or e.get("indices") or []
+        ops = [o["index"] if isinstance(o, dict) and isinstance(o.get("index"), int) else o
+               for o in (raw if isinstance(raw, list) else [raw])]
         rest = {k: v for k, v in e.items() if k not in ("explanation", "message", "description", "ops",
                                                           "op_indices", "indices")}
         return {"sentence": sentence, "ops": ops, "rest": rest}

@@ -147,7 +147,7 @@ def resolve_run(arg: str | os.PathLike[str]) -> Path:
         else:
             raise InputError("no such run folder", str(arg))
     if p.is_dir() and is_run(p):
-        return p
+        return p.resolve() if p.is_symlink() else p
     if (p / LATEST).exists() and is_run(p / LATEST):
         return (p / LATEST).resolve()
     runs = find_runs([p]) if p.is_dir() else []

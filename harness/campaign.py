@@ -1,0 +1,322 @@
+"""Campaigns: a matrix of test options x repeats, one folder with every run and a summary.
+
+Campaign file (YAML)::
+
+    name: smoke
+    description: what it is for
+    repeats: 2                       # runs per cell (default 1)
+    defaults: {nodes: 3, time_limit: 20}       # options of every cell (TestOptions fields,
+                                               # `-` or `_` in names)
+    matrix:                          # the cross product of these lists
+      acks: [all, "1"]
+      nemesis: [[partition], [kill, partition]]
+    cells:                           # extra cells, each a dict of options
+      - {acks: "1", nemesis: [kill-leader], expect: any}
+
+A cell's `expect` is `valid` (default), `invalid` or `any`: the cell passes when every run's
+verdict matches (any: every run completed). A cell's key is its options beyond the
+defaults, canonical JSON: the same cell in two campaigns has the same key even when the
+defaults changed, which is what `--baseline` compares.
+
+Output: `campaign-results/<name>/<timestamp>/` with campaign.json (the file as run and its
+cells), runs/<test-name>/<timestamp>/ (run folders), results.json, summary.html and
+junit.xml. `compare(results, baseline)` marks a regression for every cell that was valid
+in the baseline (every run valid) and has a run that is now invalid or unknown.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape as xml_escape
+from xml.sax.saxutils import quoteattr
+
+from harness import store
+from harness.errors import InputError
+
+DEFAULT_ROOT = "campaign-results"
+EXPECT = ("valid", "invalid", "any")
+
+
+@dataclass
+class Cell:
+    options: dict[str, Any]  # the cell's own options (beyond the defaults)
+    expect: str = "valid"
+
+    @property
+    def key(self) -> str:
+        return json.dumps(self.options, sort_keys=True, separators=(",", ":"), default=str)
+
+    def label(self) -> str:
+        return " ".join(f"{k}={_show(v)}" for k, v in sorted(self.options.items())) or "defaults"
+
+
+@dataclass
+class CampaignSpec:
+    name: str
+    defaults: dict[str, Any]
+    cells: list[Cell]
+    repeats: int = 1
+    description: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v) or "none"
+    return str(v)
+
+
+def _option_names() -> set[str]:
+    from harness.runner import TestOptions
+
+    return {f.name for f in fields(TestOptions)}
+
+
+def _norm(opts: Mapping[str, Any], where: str) -> dict[str, Any]:
+    known = _option_names()
+    out = {}
+    for k, v in opts.items():
+        key = str(k).replace("-", "_")
+        if key == "safeguard_off":
+            key = "safeguards_off"
+        if key not in known:
+            raise InputError(f"{where}: unknown option {k!r}")
+        if key in ("nemesis", "safeguards_off") and isinstance(v, str):
+            v = [x.strip() for x in v.split(",") if x.strip() and x.strip() != "none"]
+        if key == "acks":
+            v = str(v)
+        out[key] = v
+    return out
+
+
+def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
+    """Read and validate a campaign file (InputError naming the file and what is wrong)."""
+    import yaml
+
+    p = str(path)
+    try:
+        with open(p) as f:
+            raw = yaml.safe_load(f)
+    except OSError as e:
+        raise InputError(f"cannot read campaign file: {e.strerror}", p) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise InputError(f"bad YAML: {getattr(e, 'problem', e)}", p, mark.line + 1 if mark else None) from None
+    if not isinstance(raw, dict):
+        raise InputError("a campaign file is a YAML mapping", p)
+    name = raw.get("name") or Path(p).stem
+    repeats = raw.get("repeats", 1)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise InputError(f"repeats must be a positive integer, not {repeats!r}", p)
+    defaults = _norm(raw.get("defaults") or {}, f"{p}: defaults")
+    cells: list[Cell] = []
+    matrix = raw.get("matrix") or {}
+    if not isinstance(matrix, dict):
+        raise InputError("matrix must be a mapping of option -> list of values", p)
+    if matrix:
+        keys = list(matrix)
+        values = []
+        for k in keys:
+            v = matrix[k]
+            if not isinstance(v, list) or not v:
+                raise InputError(f"matrix: {k} must be a non-empty list", p)
+            values.append(v)
+        for combo in itertools.product(*values):
+            cells.append(Cell(_norm(dict(zip(keys, combo, strict=True)), f"{p}: matrix")))
+    for i, c in enumerate(raw.get("cells") or []):
+        if not isinstance(c, dict):
+            raise InputError(f"cells[{i}] must be a mapping", p)
+        c = dict(c)
+        expect = str(c.pop("expect", "valid"))
+        if expect not in EXPECT:
+            raise InputError(f"cells[{i}]: expect must be one of {', '.join(EXPECT)}", p)
+        cells.append(Cell(_norm(c, f"{p}: cells[{i}]"), expect))
+    if not cells:
+        cells = [Cell({})]
+    seen: set[str] = set()
+    for c in cells:
+        if c.key in seen:
+            raise InputError(f"cell {c.label()} appears twice", p)
+        seen.add(c.key)
+    return CampaignSpec(str(name), defaults, cells, repeats, str(raw.get("description") or ""), raw, p)
+
+
+def cell_test_options(spec: CampaignSpec, cell: Cell, runs_root: Path, overrides: Mapping[str, Any]) -> Any:
+    from harness.runner import TestOptions
+
+    opts = {**spec.defaults, **cell.options, **overrides, "results": str(runs_root)}
+    return TestOptions(**opts)
+
+
+def verdict_of(valid: Any, crashed: bool = False) -> str:
+    if crashed:
+        return "crashed"
+    return {True: "valid", False: "invalid"}.get(valid, "unknown") if valid is not None else "crashed"
+
+
+def cell_passes(expect: str, verdicts: list[str]) -> bool:
+    if expect == "any":
+        return all(v in ("valid", "invalid") for v in verdicts)
+    return all(v == expect for v in verdicts)
+
+
+def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = None,
+                 overrides: Mapping[str, Any] | None = None, baseline: Mapping[str, Any] | None = None,
+                 runner: Callable[..., Any] | None = None,
+                 on_run: Callable[[Cell, int, Any], None] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Run every cell `repeats` times; write the campaign folder; return (folder, results)."""
+    from harness.runner import run_test
+
+    runner = runner or run_test
+    start = dt.datetime.now(dt.UTC)
+    base = Path(root or os.environ.get("WRACK_CAMPAIGN_RESULTS") or DEFAULT_ROOT) / store.safe_name(spec.name)
+    base.mkdir(parents=True, exist_ok=True)
+    cdir = base / store.timestamp(start)
+    while cdir.exists():
+        start += dt.timedelta(milliseconds=1)
+        cdir = base / store.timestamp(start)
+    cdir.mkdir()
+    store.update_latest(cdir)
+    runs_root = cdir / "runs"
+    store.write_json(cdir / "campaign.json", {
+        "name": spec.name, "file": spec.path, "description": spec.description, "spec": spec.raw,
+        "defaults": spec.defaults, "repeats": spec.repeats, "overrides": dict(overrides or {}),
+        "cells": [{"key": c.key, "options": c.options, "expect": c.expect} for c in spec.cells]})
+    cells_out = []
+    for cell in spec.cells:
+        runs = []
+        for rep in range(spec.repeats):
+            o = cell_test_options(spec, cell, runs_root, overrides or {})
+            out = runner(o, campaign={"name": spec.name, "cell": cell.options, "key": cell.key, "repeat": rep})
+            res = out.results or {}
+            rel = os.path.relpath(out.run_dir, cdir)
+            runs.append({"repeat": rep, "run_id": store.run_id(Path(out.run_dir)), "path": rel,
+                         "valid": out.valid, "verdict": verdict_of(out.valid, out.results is None),
+                         "anomaly_types": list(res.get("anomaly_types") or []),
+                         "allowed": list(res.get("allowed") or []), "exit_code": out.exit_code,
+                         "error": out.error, "seed": _seed_of(out.run_dir)})
+            if on_run is not None:
+                on_run(cell, rep, out)
+        verdicts = [r["verdict"] for r in runs]
+        cells_out.append({"key": cell.key, "label": cell.label(), "options": cell.options, "expect": cell.expect,
+                          "runs": runs, "verdict": _worst(verdicts), "passed": cell_passes(cell.expect, verdicts)})
+    results = {"name": spec.name, "start": start.isoformat(timespec="seconds"),
+               "end": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells_out}
+    if baseline is not None:
+        compare(results, baseline)
+    results["summary"] = summary_counts(results)
+    store.write_json(cdir / "results.json", results)
+    (cdir / "junit.xml").write_text(junit_xml(results))
+    (cdir / "summary.html").write_text(summary_html(results))
+    return cdir, results
+
+
+def _seed_of(run_dir: Any) -> Any:
+    t = store.read_json(Path(run_dir) / "test.json") or {}
+    return t.get("seed")
+
+
+def _worst(verdicts: list[str]) -> str:
+    for v in ("invalid", "crashed", "unknown"):
+        if v in verdicts:
+            return v
+    return "valid" if verdicts else "unknown"
+
+
+def load_baseline(arg: str | os.PathLike[str]) -> dict[str, Any]:
+    """A baseline campaign's results: its folder (or `latest` link) or its results.json."""
+    p = Path(arg)
+    if p.is_dir():
+        if (p / "results.json").is_file():
+            p = p / "results.json"
+        elif (p / store.LATEST / "results.json").is_file():
+            p = p / store.LATEST / "results.json"
+    res = store.read_json(p)
+    if not isinstance(res, dict) or not isinstance(res.get("cells"), list):
+        raise InputError("not a campaign folder or campaign results.json", str(arg))
+    res["_path"] = str(p)
+    return res
+
+
+def compare(results: dict[str, Any], baseline: Mapping[str, Any]) -> list[str]:
+    """Mark regressions in `results` (in place) against `baseline`; returns the regressed keys."""
+    before = {c["key"]: c for c in baseline.get("cells", [])}
+    regressed = []
+    for c in results["cells"]:
+        old = before.get(c["key"])
+        c["baseline_verdict"] = old["verdict"] if old else None
+        was_valid = bool(old) and all(r["verdict"] == "valid" for r in old["runs"])
+        now_bad = any(r["verdict"] in ("invalid", "unknown", "crashed") for r in c["runs"])
+        c["regression"] = was_valid and now_bad
+        if c["regression"]:
+            regressed.append(c["key"])
+    results["baseline"] = baseline.get("_path") or baseline.get("name")
+    results["regressions"] = regressed
+    return regressed
+
+
+def summary_counts(results: Mapping[str, Any]) -> dict[str, int]:
+    cells = results["cells"]
+    runs = [r for c in cells for r in c["runs"]]
+    out = {"cells": len(cells), "runs": len(runs), "cells_passed": sum(c["passed"] for c in cells),
+           "regressions": sum(bool(c.get("regression")) for c in cells)}
+    for v in ("valid", "invalid", "unknown", "crashed"):
+        out[v] = sum(r["verdict"] == v for r in runs)
+    return out
+
+
+def exit_code(results: Mapping[str, Any]) -> int:
+    """1 on any regression (with a baseline) or any cell that failed its expectation with an
+    invalid run; 2 if a cell failed only through unknown/crashed runs; 0 otherwise."""
+    if results.get("regressions"):
+        return 1
+    failed = [c for c in results["cells"] if not c["passed"]]
+    if any(r["verdict"] == "invalid" for c in failed for r in c["runs"]):
+        return 1
+    return 2 if failed else 0
+
+
+def junit_xml(results: Mapping[str, Any]) -> str:
+    """JUnit XML: one testsuite, one testcase per run (classname = the cell)."""
+    cases = []
+    n_fail = n_err = 0
+    for c in results["cells"]:
+        for r in c["runs"]:
+            name = f"repeat {r['repeat']} ({r['run_id']})"
+            body = ""
+            bad = r["verdict"] in ("invalid", "unknown", "crashed") and not cell_passes(c["expect"], [r["verdict"]])
+            if c.get("regression") and r["verdict"] != "valid":
+                bad = True
+            if bad:
+                msg = f"{r['verdict']}" + (f": {', '.join(r['anomaly_types'])}" if r["anomaly_types"] else "")
+                if c.get("regression"):
+                    msg = f"regression (baseline {c.get('baseline_verdict')}): " + msg
+                detail = f"report: {r['path']}/report.html" + (f"\nerror: {r['error']}" if r.get("error") else "")
+                if r["verdict"] == "crashed":
+                    n_err += 1
+                    body = f"<error message={quoteattr(msg)}>{xml_escape(detail)}</error>"
+                else:
+                    n_fail += 1
+                    body = f"<failure message={quoteattr(msg)}>{xml_escape(detail)}</failure>"
+            cases.append(f'  <testcase classname={quoteattr(c["label"])} name={quoteattr(name)}>{body}</testcase>')
+    n = len(cases)
+    head = (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr("wrack campaign " + results["name"])} '
+            f'tests="{n}" failures="{n_fail}" errors="{n_err}" timestamp={quoteattr(results.get("start", ""))}>')
+    return "\n".join([head, *cases, "</testsuite>", ""])
+
+
+def summary_html(results: Mapping[str, Any]) -> str:
+    """The campaign's summary page: a matrix of verdicts with links to each run's report."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+                             autoescape=True)
+    return env.get_template("campaign.html.j2").render(r=results, summary=summary_counts(results))

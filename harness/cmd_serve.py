@@ -1,0 +1,48 @@
+"""`wrack serve`: a local web page listing runs (verdict, configuration, date), sortable and
+filterable, linking each run's report; campaigns' summaries too.
+
+Binds 127.0.0.1 by default (`--host` to change it, at your own risk: no authentication).
+Serves only files below the given roots. Stops on Ctrl-C (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="browse runs in a local web page", description=__doc__.split("\n\n")[0])
+    p.add_argument("roots", nargs="*", metavar="DIR",
+                   help="results roots (default ./results and ./campaign-results)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from harness.errors import InputError
+    from harness.serve import make_server
+    from harness.store import results_root
+
+    roots = args.roots or [str(results_root()), "campaign-results"]
+    roots = [r for r in roots if Path(r).is_dir()] or roots[:1]
+    for r in roots:
+        if not Path(r).is_dir():
+            raise InputError("no such directory", r)
+    try:
+        srv = make_server(roots, args.host, args.port)
+    except OSError as e:
+        raise InputError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
+    host, port = srv.server_address[:2]
+    sys.stdout.write(f"serving {', '.join(roots)} on http://{host}:{port}/ (Ctrl-C stops)\n")
+    sys.stdout.flush()
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.server_close()
+    return 0
