@@ -173,9 +173,14 @@ def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = No
                  runner: Callable[..., Any] | None = None,
                  on_run: Callable[[Cell, int, Any], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run every cell `repeats` times; write the campaign folder; return (folder, results)."""
-    from harness.runner import run_test
+    from harness.runner import run_test, validate
 
     runner = runner or run_test
+    for cell in spec.cells:  # every cell's options are checked before anything runs
+        try:
+            validate(cell_test_options(spec, cell, Path("."), overrides or {}))
+        except InputError as e:
+            raise InputError(f"cell {cell.label()}: {e.message}", spec.path or None) from None
     start = dt.datetime.now(dt.UTC)
     base = Path(root or os.environ.get("WRACK_CAMPAIGN_RESULTS") or DEFAULT_ROOT) / store.safe_name(spec.name)
     base.mkdir(parents=True, exist_ok=True)

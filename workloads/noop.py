@@ -51,10 +51,10 @@ class NoopWorkload:
         bad = []
         for op in read_ops(history_path):
             counts[op.type] = counts.get(op.type, 0) + 1
-            if op.type != "ok" and len(bad) < 10:
-                bad.append({"explanation": f"op {op.index} of process {op.process} ended {op.type}",
+            if op.type == "fail" and len(bad) < 10:
+                bad.append({"explanation": f"no-op {op.index} of process {op.process} failed",
                             "ops": [op.index]})
         anomalies = {"not-ok": bad} if bad else {}
         return {"valid": not bad, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
-                "anomaly_counts": {"not-ok": sum(v for k, v in counts.items() if k != "ok")} if bad else {},
+                "anomaly_counts": {"not-ok": counts.get("fail", 0)} if bad else {},
                 "allowed": sorted(set(allowed)), "stats": {"ops": counts}}

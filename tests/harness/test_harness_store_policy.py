@@ -1,0 +1,78 @@
+"""Results store (run folders, latest links, discovery) and the expected-anomaly policy."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from harness import store
+from harness.errors import InputError
+from harness.policy import choose
+
+
+def test_new_run_is_unique_and_latest_follows(tmp_path):
+    t = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC)
+    a = store.new_run(tmp_path, "queue test/1", t)
+    b = store.new_run(tmp_path, "queue test/1", t)
+    assert a.name == "20260102T030405.678" and b.name == "20260102T030405.679"
+    assert a.parent.name == "queue_test_1"
+    assert (a.parent / "latest").resolve() == b.resolve()
+    assert store.run_id(a) == "queue_test_1/20260102T030405.678"
+
+
+def test_find_runs_walks_skips_latest_and_resolves(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        r = store.new_run(tmp_path / "results", name)
+        (r / "history.jsonl").write_text("")
+        runs.append(r)
+    c = store.new_run(tmp_path / "campaign" / "runs", "c")
+    store.write_json(c / "test.json", {"name": "c", "options": {"acks": "1"}})
+    (tmp_path / "loop").symlink_to(tmp_path)  # a symlink loop must not hang the walk
+    found = store.find_runs([tmp_path])
+    assert sorted(p.resolve() for p in found) == sorted(p.resolve() for p in [*runs, c])
+    assert store.resolve_run(runs[0].parent) == runs[0]
+    assert store.resolve_run(runs[0].parent / "latest") == runs[0].resolve()
+    assert store.resolve_run(runs[0]) == runs[0]
+    with pytest.raises(InputError):
+        store.resolve_run(tmp_path / "nope")
+    with pytest.raises(InputError, match="runs below"):
+        store.resolve_run(tmp_path / "results")
+
+
+def test_summarize_reads_what_is_there(tmp_path):
+    r = store.new_run(tmp_path, "x")
+    store.write_json(r / "test.json", {"name": "x", "start": "2026-01-01T00:00:00", "seed": 5,
+                                       "options": {"acks": "all"}})
+    s = store.summarize(r)
+    assert s.verdict() == "unchecked" and s.seed == 5
+    store.write_json(r / "results.json", {"valid": False, "anomaly_types": ["lost-write"]})
+    s = store.summarize(r)
+    assert s.verdict() == "invalid" and s.anomaly_types == ["lost-write"]
+    assert json.loads(json.dumps(s.to_dict()))["verdict"] == "invalid"
+
+
+def test_versions_and_git():
+    v = store.versions()
+    assert v["python"] and "librdkafka" in v and "." in v["confluent_kafka"]
+    g = store.git_info()
+    assert set(g) == {"rev", "dirty"}
+
+
+@pytest.mark.parametrize("opts,allowed,name", [
+    ({"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3}, [], "strict"),
+    ({"workload": "queue", "acks": "1", "min_isr": 2, "rf": 3}, ["lost-write", "unseen"], "acks1-failover"),
+    ({"workload": "queue", "acks": "mixed", "min_isr": 2, "rf": 3}, ["lost-write", "unseen"], "acks1-failover"),
+    ({"workload": "queue", "acks": "all", "min_isr": 1, "rf": 3}, ["lost-write", "unseen"], "min-isr1"),
+    ({"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nemesis": ["power-loss"]},
+     ["lost-write", "unseen"], "power-loss-unflushed"),
+    ({"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nemesis": ["power-loss"],
+      "flush_policy": "every"}, [], "strict"),
+    ({"workload": "log", "acks": "1"}, ["nonlinearizable"], "acks1-failover"),
+    ({"workload": "queue", "acks": "all", "safeguards_off": ["elr"]}, [], "strict"),
+])
+def test_policy(opts, allowed, name):
+    p = choose(opts)
+    assert p.allowed == allowed and p.name == name and p.reasons

@@ -1,0 +1,201 @@
+"""Workload pieces without a broker: error classification, op generators, offset tracking,
+and the queue client's bookkeeping over an in-memory KafkaIO (a unit test of one module;
+the real clients are exercised by the end-to-end tests)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness import generator as g
+from harness.generator import simulate
+from workloads import make
+from workloads.base import WorkloadOptions, key_of, split_key
+from workloads.errors import LOCAL_CODES, ClientError, classify_read, classify_send
+from workloads.queue import QueueClient
+
+DEFINITE = {3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 19: "NOT_ENOUGH_REPLICAS",
+            10: "MESSAGE_TOO_LARGE", -190: "_UNKNOWN_PARTITION", -184: "_QUEUE_FULL"}
+INDEFINITE = {6: "NOT_LEADER_OR_FOLLOWER", 7: "REQUEST_TIMED_OUT", 20: "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+              13: "NETWORK_EXCEPTION", -1: "UNKNOWN_SERVER_ERROR", -192: "_MSG_TIMED_OUT", -195: "_TRANSPORT",
+              -185: "_TIMED_OUT", -187: "_ALL_BROKERS_DOWN"}
+
+
+@pytest.mark.parametrize("code,name", sorted(DEFINITE.items()))
+def test_definite_send_errors_fail(code, name):
+    o = classify_send(code)
+    assert (o.type, o.name) == ("fail", name)
+
+
+@pytest.mark.parametrize("code,name", sorted(INDEFINITE.items()))
+def test_indefinite_send_errors_are_info(code, name):
+    o = classify_send(code)
+    assert (o.type, o.name) == ("info", name)
+
+
+@given(st.integers(-300, 200))
+def test_unknown_codes_are_indeterminate_and_reads_always_fail(code):
+    o = classify_send(code)
+    if code not in DEFINITE and code not in INDEFINITE and o.type == "fail":
+        from workloads.errors import KAFKA_CODES
+
+        assert (KAFKA_CODES.get(code) or LOCAL_CODES.get(code))[1] is True
+    assert classify_read(code).type == "fail"
+    assert classify_send(None).type == "info"
+
+
+def test_client_error_names():
+    e = ClientError(20)
+    assert e.name == "NOT_ENOUGH_REPLICAS_AFTER_APPEND" and e.send_outcome().type == "info"
+    assert ClientError(None).send_outcome().type == "info"
+
+
+@given(st.text(alphabet="abcxyz._", min_size=1, max_size=10).filter(lambda t: not t.startswith("-")),
+       st.integers(0, 999))
+def test_keys_roundtrip(topic, part):
+    assert split_key(key_of(topic, part)) == (topic, part)
+
+
+def test_split_key_rejects_garbage():
+    for bad in ("t", "t-x", "-1"):
+        with pytest.raises(ValueError):
+            split_key(bad)
+
+
+def test_queue_generator_assigns_first_and_sends_unique_values():
+    wl = make("queue", WorkloadOptions(topics=2, partitions=3, crash_p=0.05, assign_p=0.05))
+    h = simulate(g.limit(2000, wl.generator()), 5, seed=3,
+                 complete=lambda op: {"type": "ok", "value": [["send", op["value"][0][1], [0, op["value"][0][2]]]]}
+                 if op["f"] == "send" else "info" if op["f"] == "crash" else "ok")
+    firsts = {}
+    for e in h:
+        if e["type"] == "invoke":
+            firsts.setdefault(e["process"], e["f"])
+    assert set(firsts.values()) == {"assign"}
+    sends = [e["value"][0] for e in h if e["type"] == "invoke" and e["f"] == "send"]
+    assert len({v for _, _, v in sends}) == len(sends)
+    assert {k for _, k, _ in sends} == set(wl.keys) and len(wl.keys) == 6
+    c = Counter(e["f"] for e in h if e["type"] == "invoke")
+    assert c["crash"] > 0 and c["poll"] > 0 and c["assign"] > 5
+
+
+def test_tracker_and_final_generator_stop_when_everything_is_read():
+    wl = make("queue", WorkloadOptions(topics=1, partitions=2, final_time_limit=5))
+    wl.tracker.update({"type": "ok", "f": "send", "value": [["send", "queue0-0", [4, 10]]]})
+    wl.tracker.update({"type": "ok", "f": "send", "value": [["send", "queue0-1", [2, 11]]]})
+    assert wl.tracker.unread() == {"queue0-0": 5, "queue0-1": 3}
+    polls = iter([{"queue0-0": [[0, 1], [1, 2]]}, {"queue0-1": [[2, 11]]}, {"queue0-0": [[4, 10]]}])
+
+    def complete(op):
+        if op["f"] == "poll":
+            return {"type": "ok", "value": [["poll", next(polls, {})]]}
+        return "ok"
+
+    h = simulate(wl.final_generator(), 2, complete=complete)
+    assert wl.tracker.all_read()
+    assigns = [e for e in h if e["type"] == "invoke" and e["f"] == "assign"]
+    assert len(assigns) == 2 and all(sorted(a["value"]) == ["queue0-0", "queue0-1"] for a in assigns)
+    assert sum(1 for e in h if e["type"] == "invoke" and e["f"] == "poll") >= 3
+
+
+def test_final_generator_gives_up_at_its_time_limit():
+    wl = make("queue", WorkloadOptions(topics=1, partitions=1, final_time_limit=2))
+    wl.tracker.update({"type": "ok", "f": "send", "value": [["send", "queue0-0", [9, 1]]]})
+    h = simulate(wl.final_generator(), 1, latency=0.5,
+                 complete=lambda op: {"type": "ok", "value": [["poll", {}]]} if op["f"] == "poll" else "ok")
+    assert max(e["time"] for e in h if e["type"] == "invoke") < 2e9
+    assert not wl.tracker.all_read()
+
+
+class MemoryIO:
+    """An in-memory partition log with the KafkaIO interface (for the client's bookkeeping)."""
+
+    def __init__(self):
+        self.logs = {}
+        self.assigned = {}
+        self.fail_next_poll = False
+
+    def send(self, topic, partition, value):
+        log = self.logs.setdefault((topic, partition), [])
+        log.append(value)
+        return len(log) - 1
+
+    def assign(self, positions):
+        self.assigned = {tp: (0 if o is None else o) for tp, o in positions.items()}
+
+    def poll(self, timeout, max_records=500):
+        out = []
+        for tp, pos in self.assigned.items():
+            for off in range(pos, len(self.logs.get(tp, []))):
+                out.append((tp[0], tp[1], off, self.logs[tp][off]))
+            self.assigned[tp] = len(self.logs.get(tp, []))
+        if self.fail_next_poll:
+            self.fail_next_poll = False
+            raise ClientError(-185)
+        return out
+
+    def high_watermark(self, topic, partition):
+        return len(self.logs.get((topic, partition), []))
+
+    def close(self):
+        pass
+
+
+def test_queue_client_rolls_back_a_failed_poll():
+    io = MemoryIO()
+    c = QueueClient(lambda acks: io, WorkloadOptions())
+    for v in (1, 2, 3):
+        assert c.invoke({"f": "send", "value": [["send", "t-0", v]]})["type"] == "ok"
+    assert c.invoke({"f": "assign", "value": ["t-0"]})["type"] == "ok"
+    first = c.invoke({"f": "poll", "value": [["poll"]]})
+    assert first["value"] == [["poll", {"t-0": [[0, 1], [1, 2], [2, 3]]}]]
+    c.invoke({"f": "send", "value": [["send", "t-0", 4]]})
+    io.fail_next_poll = True
+    assert c.invoke({"f": "poll", "value": [["poll"]]})["type"] == "fail"
+    again = c.invoke({"f": "poll", "value": [["poll"]]})
+    assert again["value"] == [["poll", {"t-0": [[3, 4]]}]]  # not skipped by the failed poll
+    # re-assigning keeps this process's position; seek_to_beginning starts over
+    c.invoke({"f": "assign", "value": ["t-0"]})
+    assert c.invoke({"f": "poll", "value": [["poll"]]})["value"] == [["poll", {}]]
+    c.invoke({"f": "assign", "value": ["t-0"], "seek_to_beginning": True})
+    assert len(c.invoke({"f": "poll", "value": [["poll"]]})["value"][0][1]["t-0"]) == 4
+    assert c.invoke({"f": "crash"})["type"] == "info"
+
+
+def test_queue_client_classifies_send_errors():
+    class Failing(MemoryIO):
+        def __init__(self, code):
+            super().__init__()
+            self.code = code
+
+        def send(self, topic, partition, value):
+            raise ClientError(self.code)
+
+    for code, t in ((19, "fail"), (20, "info"), (6, "info"), (None, "info")):
+        c = QueueClient(lambda acks, code=code: Failing(code), WorkloadOptions())
+        out = c.invoke({"f": "send", "value": [["send", "t-0", 1]]})
+        assert out["type"] == t, code
+
+
+def test_log_workload_ops_and_reads():
+    from workloads.log import LogClient
+
+    wl = make("log", WorkloadOptions(topics=1, partitions=2))
+    h = simulate(g.limit(200, wl.generator()), 3, seed=1,
+                 complete=lambda op: {"type": "ok", "value": [op["value"][0], [0, op["value"][1]]]}
+                 if op["f"] == "send" else "fail")
+    fs = Counter(e["f"] for e in h if e["type"] == "invoke")
+    assert fs["send"] > 50 and fs["read"] > 50
+    io = MemoryIO()
+    c = LogClient(lambda: io, WorkloadOptions())
+    assert c.invoke({"f": "send", "value": ["t-0", 7]}) == {"type": "ok", "value": ["t-0", [0, 7]]}
+    assert c.invoke({"f": "read", "value": ["t-0", 0]}) == {"type": "ok", "value": ["t-0", [0, 7]]}
+    assert c.invoke({"f": "read", "value": ["t-0", 1]}) == {"type": "ok", "value": ["t-0", [1, None]]}
+
+
+def test_unknown_workload():
+    with pytest.raises(ValueError, match="unknown workload"):
+        make("nope")
