@@ -1,0 +1,195 @@
+"""The run report renders offline in headless Chromium (non-blank, no network request, payload
+markup stays text), and `wrack serve` answers a real HTTP client."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from harness import store
+from harness.analysis import analyze_run
+from harness.history import write_history
+from harness.report import load_run, render_report
+
+PAYLOAD = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
+
+
+def make_run(root: Path, name: str = "queue-acksall-partition") -> Path:
+    """A stored run of the no-op workload whose history carries markup in values and errors."""
+    run = store.new_run(root, name)
+    store.write_json(run / "test.json", {
+        "name": name, "run_id": store.run_id(run), "start": "2026-01-01T00:00:00+00:00",
+        "end": "2026-01-01T00:01:00+00:00", "seed": 7,
+        "options": {"workload": "noop", "acks": "all", "nodes": 3, "nemesis": ["partition", "kill"],
+                    "min_isr": 2, "rf": 3, "note": PAYLOAD},
+        "versions": {"python": "3"}, "git": {"rev": "abc", "dirty": False}})
+    evs = []
+    t = 0
+    for i in range(300):
+        t += 10_000_000
+        evs.append({"process": i % 3, "type": "invoke", "f": "noop", "value": PAYLOAD if i == 5 else i, "time": t})
+        evs.append({"process": i % 3, "type": "fail" if i == 5 else "ok", "f": "noop",
+                    "value": PAYLOAD if i == 5 else i, "time": t + 3_000_000 + (i % 7) * 1_000_000,
+                    **({"error": PAYLOAD} if i == 5 else {})})
+        if i == 50:
+            evs.append({"process": "nemesis", "type": "info", "f": "start-partition",
+                        "value": {"spec": "halves", "grudge": {"n1": ["n2"]}}, "time": t})
+        if i == 150:
+            evs.append({"process": "nemesis", "type": "info", "f": "stop-partition", "value": {}, "time": t})
+    write_history(run / "history.jsonl", evs)
+    (run / "nodes" / "n1").mkdir(parents=True)
+    (run / "nodes" / "n1" / "broker.log").write_text(f"INFO started\nERROR {PAYLOAD}\n")
+    return run
+
+
+def test_payload_markup_stays_text(tmp_path):
+    run = make_run(tmp_path)
+    res = analyze_run(run)
+    assert res["valid"] is False and res["anomaly_types"] == ["not-ok"]  # the failed no-op
+    html = (run / "report.html").read_text()
+    assert "<script>document.title" not in html and "onerror=alert" not in html.replace("onerror=alert(1)&gt;", "")
+    assert "&lt;script&gt;document.title=" in html
+    assert html.count("<script") == 0  # the report itself needs no script
+    data = load_run(run)
+    assert data.faults and data.faults[0]["kind"] == "partition" and data.ops
+    assert "#10 " in render_report(data) or "#1" in render_report(data)  # the failed op is shown in full
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def run_chromium(url: str, *extra: str) -> subprocess.CompletedProcess:
+    profile = tempfile.mkdtemp(prefix="wrack-chromium-")
+    try:
+        return subprocess.run(
+            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+             "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
+             f"--user-data-dir={profile}", "--window-size=1400,2000", *extra, url],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def external_refs(html: str) -> list[str]:
+    """src/href values that are neither data: URIs nor in-page fragments."""
+    refs = re.findall(r'\b(?:src|href)\s*=\s*"([^"]*)"', html)
+    return [r for r in refs if not r.startswith(("data:", "#")) and r]
+
+
+def page_requests(netlog: Path, page_url: str) -> list[str]:
+    """URLs the page itself asked for (Chromium's own service requests have no origin)."""
+    d = json.loads(netlog.read_text())
+    start = d["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    out = []
+    for e in d["events"]:
+        p = e.get("params") or {}
+        if e["type"] == start and p.get("url") and p.get("initiator") != "not an origin" and p["url"] != page_url:
+            out.append(p.get("url"))
+    return out
+
+
+@pytest.mark.chromium
+@pytest.mark.skipif(chromium() is None, reason="chromium is not installed")
+def test_report_renders_offline_in_chromium(tmp_path):
+    from PIL import Image
+
+    run = make_run(tmp_path)
+    analyze_run(run)
+    url = (run / "report.html").resolve().as_uri()
+    shot, netlog = tmp_path / "shot.png", tmp_path / "net.json"
+    run_chromium(url, f"--screenshot={shot}", f"--log-net-log={netlog}")
+    assert shot.is_file() and shot.stat().st_size > 10_000
+    img = Image.open(shot).convert("RGB")
+    colors = img.getcolors(maxcolors=1 << 20) or []
+    assert len(colors) > 50, "screenshot is (nearly) blank"
+    top = img.crop((0, 0, img.width, 150)).getcolors(maxcolors=1 << 20) or []
+    assert any(c[1][0] > 150 and c[1][1] < 80 and c[0] > 1000 for c in top)  # the red (invalid) verdict banner
+    assert not page_requests(netlog, url), "the report loads resources: it must be self-contained"
+    # control: a page that does load resources is caught by the same check
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><img src="https://wrack.invalid/x.png"><img src="missing.png"></body></html>')
+    run_chromium(bad.as_uri(), f"--screenshot={tmp_path / 'bad.png'}", f"--log-net-log={tmp_path / 'bad.json'}")
+    assert page_requests(tmp_path / "bad.json", bad.as_uri()) == ["https://wrack.invalid/x.png"]
+    assert external_refs(bad.read_text()) == ["https://wrack.invalid/x.png", "missing.png"]
+    # file:// loads bypass the network log: no src/href of the report may point outside it
+    assert external_refs((run / "report.html").read_text()) == []
+    dom = run_chromium(url, "--dump-dom").stdout
+    assert "PWNED" not in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+    assert "&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in dom
+
+
+def test_serve_lists_runs_and_serves_reports(tmp_path):
+    from harness.serve import make_server
+
+    root = tmp_path / "results"
+    a = make_run(root, "queue-acksall-partition")
+    analyze_run(a)
+    b = make_run(root, "queue-acks1-kill")  # never checked
+    srv = make_server([str(root)], "127.0.0.1", 0)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        with urllib.request.urlopen(base + "/") as r:
+            assert r.status == 200 and r.headers["Content-Type"].startswith("text/html")
+            page = r.read().decode()
+        assert "queue-acksall-partition" in page and "queue-acks1-kill" in page
+        assert 'id="q"' in page and "sort" in page and "unchecked" in page  # filter, sorting, verdicts
+        assert "<script>document.title" not in page  # the run's note is escaped
+        with urllib.request.urlopen(base + "/api/runs") as r:
+            runs = json.loads(r.read())
+        by_name = {x["name"]: x for x in runs}
+        assert by_name["queue-acksall-partition"]["verdict"] == "invalid"
+        assert by_name["queue-acks1-kill"]["verdict"] == "unchecked" and by_name["queue-acks1-kill"]["report"] is None
+        with urllib.request.urlopen(base + by_name["queue-acksall-partition"]["report"]) as r:
+            assert b"INVALID" in r.read()
+        with urllib.request.urlopen(base + by_name["queue-acks1-kill"]["href"] + "history.jsonl") as r:
+            assert r.headers["Content-Type"].startswith("text/plain")
+        for bad in ("/files/0/../../etc/passwd", "/files/0/%2e%2e/%2e%2e/etc/passwd", "/files/7/x", "/nope"):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(base + bad)
+            assert e.value.code == 404
+        assert b.exists()
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_serve_command_binds_loopback(tmp_path):
+    import socket
+    import sys
+    import time
+
+    (tmp_path / "results").mkdir()
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    p = subprocess.Popen([str(Path(sys.executable).parent / "wrack"), "serve", str(tmp_path / "results"),
+                          "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert f"http://127.0.0.1:{port}/" in line
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as r:
+                    assert b"Wrack runs" in r.read()
+                break
+            except urllib.error.URLError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        p.terminate()
+        p.wait(10)
