@@ -1,4 +1,4 @@
-"""Partitions on real namespaces: exactly the chosen pairs lose TCP, heal restores it, one-way is one-way."""
+"""Partitions on real nodes (namespaces and containers): exactly the chosen pairs lose TCP, heal restores it, one-way is one-way."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from nemesis.grudge import blocked_pairs
 pytestmark = pytest.mark.root
 
 
-def _setup(make_cluster, n, tmp_path):
-    c = make_cluster(n)
+def _setup(make_backend_cluster, n, tmp_path):
+    c = make_backend_cluster(n)
     start_listeners(c)
     hist = HistoryWriter(tmp_path / "history.jsonl")
     return c, Nemesis(c, history=hist, rng=random.Random(7)), hist
@@ -23,8 +23,8 @@ def _setup(make_cluster, n, tmp_path):
 
 @pytest.mark.parametrize("spec", ["halves", "one", "majorities-ring", "bridge", {"isolate": "n2"},
                                   {"components": [["n1", "n2"], ["n3", "n4", "n5"]]}])
-def test_partition_blocks_exactly_the_grudge_and_heals(make_cluster, tmp_path, spec):
-    c, nem, hist = _setup(make_cluster, 5, tmp_path)
+def test_partition_blocks_exactly_the_grudge_and_heals(make_backend_cluster, tmp_path, spec):
+    c, nem, hist = _setup(make_backend_cluster, 5, tmp_path)
     full = all_pairs(c)
     assert reachability(c) == full
     ev = nem.invoke(FaultOp("start-partition", spec))
@@ -43,8 +43,8 @@ def test_partition_blocks_exactly_the_grudge_and_heals(make_cluster, tmp_path, s
     assert [(w.kind, w.stop is not None) for w in windows] == [("partition", True)]
 
 
-def test_one_way_partition_is_one_way(make_cluster, tmp_path):
-    c, nem, _ = _setup(make_cluster, 3, tmp_path)
+def test_one_way_partition_is_one_way(make_backend_cluster, tmp_path):
+    c, nem, _ = _setup(make_backend_cluster, 3, tmp_path)
     full = all_pairs(c)
     nem.invoke(FaultOp("start-partition", {"one-way": {"from": ["n1"], "to": ["n2"]}}))
     reach = reachability(c)
@@ -55,8 +55,8 @@ def test_one_way_partition_is_one_way(make_cluster, tmp_path):
     assert reachability(c) == full
 
 
-def test_heal_removes_only_the_harness_rules(make_cluster, tmp_path):
-    c, nem, _ = _setup(make_cluster, 3, tmp_path)
+def test_heal_removes_only_the_harness_rules(make_backend_cluster, tmp_path):
+    c, nem, _ = _setup(make_backend_cluster, 3, tmp_path)
     n1 = c.nodes[0]
     n1.exec(["iptables", "-w", "-A", "INPUT", "-p", "udp", "--dport", "9", "-j", "DROP"])
     nem.invoke(FaultOp("start-partition", "one"))
@@ -66,10 +66,10 @@ def test_heal_removes_only_the_harness_rules(make_cluster, tmp_path):
     assert reachability(c) == all_pairs(c)
 
 
-def test_isolate_the_leader_named_by_the_metadata(make_cluster, tmp_path):
+def test_isolate_the_leader_named_by_the_metadata(make_backend_cluster, tmp_path):
     from nemesis.targets import Metadata, PartitionInfo
 
-    c, _, hist = _setup(make_cluster, 3, tmp_path)
+    c, _, hist = _setup(make_backend_cluster, 3, tmp_path)
     md = Metadata({i: n.address for i, n in enumerate(c.nodes)}, controller_id=0,
                   partitions={("t", 0): PartitionInfo(leader=1, replicas=[0, 1, 2], isrs=[0, 1, 2])})
     nem = Nemesis(c, history=hist, rng=random.Random(1), metadata=lambda: md)
