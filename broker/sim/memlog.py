@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from broker.logapi import OffsetOutOfRange
 from broker.sim.batches import header, split_batches, stamp
+from broker.storage.epoch_cache import EpochCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +31,7 @@ class InMemoryPartitionLog:
     def __init__(self) -> None:
         self._batches: list[StoredBatch] = []
         self._bases: list[int] = []
-        self._epochs: list[tuple[int, int]] = []
+        self._epochs = EpochCache()
         self._start = 0
         self._recovery_point = 0
         self._truncation_mark: int | None = None
@@ -51,8 +52,7 @@ class InMemoryPartitionLog:
     def _add(self, b: StoredBatch) -> None:
         self._batches.append(b)
         self._bases.append(b.base)
-        if not self._epochs or b.epoch > self._epochs[-1][0]:
-            self._epochs.append((b.epoch, b.base))
+        self._epochs.assign(b.epoch, b.base)
 
     def append_as_leader(self, batches: bytes, leader_epoch: int) -> tuple[int, int]:
         parts = split_batches(batches)
@@ -98,13 +98,13 @@ class InMemoryPartitionLog:
         if offset >= self.log_end_offset:
             # Kafka truncates the epoch cache even then: an epoch a leader assigned at its
             # LEO without writing anything must not survive as a fetch's last epoch.
-            self._epochs = [e for e in self._epochs if e[1] < offset]
+            self._epochs.truncate_from_end(offset)
             return
         i = max(self._index(offset), 0)  # batches go whole: the one containing `offset` too
         del self._batches[i:]
         del self._bases[i:]
         leo = self.log_end_offset
-        self._epochs = [e for e in self._epochs if e[1] < leo]
+        self._epochs.truncate_from_end(leo)
         self._recovery_point = min(self._recovery_point, leo)
         self._mark(leo)
 
@@ -115,33 +115,23 @@ class InMemoryPartitionLog:
         self._recovery_point = self.log_end_offset
 
     def latest_epoch(self) -> int:
-        return self._epochs[-1][0] if self._epochs else -1
+        return self._epochs.latest_epoch()
 
     def epoch_entries(self) -> list[tuple[int, int]]:
-        return list(self._epochs)
+        return list(self._epochs.entries)
 
     def assign_epoch_start(self, epoch: int, start_offset: int) -> None:
-        if not self._epochs or epoch > self._epochs[-1][0]:
-            self._epochs.append((epoch, start_offset))
+        self._epochs.assign(epoch, start_offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        if epoch < 0 or not self._epochs:
-            return -1, -1
-        if epoch == self._epochs[-1][0]:
-            return epoch, self.log_end_offset
-        floor = None
-        for e, start in self._epochs:
-            if e > epoch:
-                return (epoch, start) if floor is None else (floor, start)
-            floor = e
-        return -1, -1
+        return self._epochs.end_offset_for(epoch, self.log_end_offset)
 
     # ---- simulation-only
     def lose_unsynced(self) -> None:
         """Power loss: drop everything at or after the recovery point; rebuild the cache."""
         keep = [b for b in self._batches if b.last < self._recovery_point]
         lost = len(keep) != len(self._batches)
-        self._batches, self._bases, self._epochs = [], [], []
+        self._batches, self._bases, self._epochs = [], [], EpochCache()
         for b in keep:
             self._add(b)
         if lost:
