@@ -22,6 +22,7 @@ from harness.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
 # name -> module implementing add_parser/run. Order is the order of `wrack --help`.
 COMMANDS: dict[str, str] = {
     "check": "harness.cmd_check",
+    "demo": "harness.cmd_demo",
     "cluster": "harness.cmd_cluster",
     "test": "harness.cmd_test",
     "analyze": "harness.cmd_analyze",
