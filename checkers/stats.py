@@ -1,0 +1,140 @@
+"""Per-run statistics: ops by f and outcome, availability overall and per fault window.
+
+- `op_table(events)` pairs invokes with completions into an `OpTable` (compact columns,
+  shared with plots and the queue checker, which builds the same table in its own pass).
+- `summarize(table, windows, last_time)` is pure: from the table and the fault windows
+  (`harness.history.fault_windows`) to a JSON-ready dict.
+- `run_stats(history_path)` does both for a file; for a Kafka queue history it runs the
+  queue checker instead (one pass) and returns its `stats`, which add the realtime lag per
+  key (ack of a send to the completion of the first poll that returned it).
+
+Definitions: an op's outcome is its completion type (`ok`, `fail`, `info`; an op never
+completed counts as `info`). *Availability* is ok / completed over client ops other than
+`crash` (a crash op is the workload killing its own client, always `info`). An op belongs
+to a fault window when it completes (or, never completed, is invoked) inside it;
+`outside_faults` is every op in no window.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from checkers.queue.core import INFO, NEMESIS, TYPE_CODE, TYPE_NAMES, OpTable
+from harness.errors import InputError
+from harness.history import FaultWindow, fault_windows
+
+IGNORED_FOR_AVAILABILITY = frozenset({"crash", "debug-topic-partitions"})
+QUEUE_FS = frozenset({"send", "poll", "txn"})
+
+__all__ = ["OpTable", "op_table", "run_stats", "summarize"]
+
+
+def op_table(events: Iterable[dict[str, Any]], path: str | None = None
+             ) -> tuple[OpTable, list[dict[str, Any]], int]:
+    """(table, nemesis events, last time) from validated event dicts."""
+    tab = OpTable()
+    nemesis: list[dict[str, Any]] = []
+    open_ops: dict[Any, dict[str, Any]] = {}
+    last = 0
+    for pos, ev in enumerate(events):
+        p = ev["process"]
+        t = ev.get("time", pos)
+        if t > last:
+            last = t
+        if p == NEMESIS:
+            nemesis.append(ev)
+            continue
+        typ = ev["type"]
+        if typ == "invoke":
+            if p in open_ops:
+                raise InputError(f"process {p} invokes {ev['f']!r} while another op is open", path, pos + 1)
+            open_ops[p] = ev
+            continue
+        inv = open_ops.pop(p, None)
+        if inv is None:
+            raise InputError(f"{typ} {ev['f']!r} of process {p} without an invoke", path, pos + 1)
+        i0 = inv.get("index", pos)
+        tab.add(p, inv["f"], TYPE_CODE[typ], inv.get("time", i0), t, i0, ev.get("index", pos))
+    for p, inv in sorted(open_ops.items(), key=lambda kv: kv[1].get("index", 0)):
+        i0 = inv.get("index", 0)
+        tab.add(p, inv["f"], INFO, inv.get("time", i0), -1, i0, -1)
+    return tab, nemesis, last
+
+
+def summarize(table: OpTable, windows: list[FaultWindow], *, last_time: int = 0) -> dict[str, Any]:
+    """Ops by f and outcome, availability overall, per fault window and outside faults."""
+    import numpy as np
+
+    n = len(table)
+    cols = table.columns()
+    f = cols["f"].astype(np.int64)
+    ty = cols["type"].astype(np.int64)
+    by_f: dict[str, dict[str, int]] = {}
+    for code, name in enumerate(table.f_names):
+        sel = ty[f == code]
+        counts = np.bincount(sel, minlength=3)
+        by_f[name] = {"count": int(sel.size), **{TYPE_NAMES[i]: int(counts[i]) for i in range(3)}}
+    counted = np.ones(n, dtype=bool)
+    for code, name in enumerate(table.f_names):
+        if name in IGNORED_FOR_AVAILABILITY:
+            counted &= f != code
+    t1 = cols["t1"]
+    t0 = cols["t0"]
+    when = np.where(cols["i1"] >= 0, t1, t0)[counted]
+    ok = (ty == 0)[counted]
+    order = np.argsort(when, kind="stable")
+    when = when[order]
+    okc = np.concatenate(([0], np.cumsum(ok[order])))
+    end = max(int(last_time), int(when[-1]) if when.size else 0)
+
+    def avail(lo: int, hi: int) -> dict[str, Any]:
+        total = hi - lo
+        good = int(okc[hi] - okc[lo])
+        return {"ops": int(total), "ok": good, "availability": round(good / total, 6) if total else None}
+
+    out_windows = []
+    inside = np.zeros(when.size, dtype=bool)
+    for w in windows:
+        stop = w.stop if w.stop is not None else end
+        lo = int(np.searchsorted(when, w.start, side="left"))
+        hi = int(np.searchsorted(when, stop, side="right"))
+        inside[lo:hi] = True
+        out_windows.append({"kind": w.kind, "start": w.start, "stop": w.stop, **avail(lo, hi)})
+    outside = ~inside
+    n_out = int(outside.sum())
+    ok_out = int(ok[order][outside].sum())
+    return {
+        "ops": n,
+        "by_f": by_f,
+        "availability": avail(0, when.size),
+        "fault_windows": out_windows,
+        "outside_faults": {"ops": n_out, "ok": ok_out,
+                           "availability": round(ok_out / n_out, 6) if n_out else None},
+    }
+
+
+def run_stats(history_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Statistics of one history file (see the module docstring)."""
+    from checkers.queue.reader import EventFile
+
+    path = os.fspath(history_path)
+    if _looks_like_queue(path):
+        from checkers.queue import analyze_file
+
+        return analyze_file(path).result["stats"]
+    ef = EventFile(path)
+    tab, nemesis, last = op_table(ef, path)
+    return summarize(tab, fault_windows(nemesis), last_time=last)
+
+
+def _looks_like_queue(path: str, probe: int = 2000) -> bool:
+    from checkers.queue.reader import EventFile
+
+    for i, ev in enumerate(EventFile(path)):
+        if ev.get("f") in QUEUE_FS:
+            return True
+        if i >= probe:
+            break
+    return False
