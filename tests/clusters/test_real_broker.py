@@ -1,4 +1,4 @@
-"""The real `wrack-broker` on a local cluster: configured, started, reachable, killed, restarted.
+"""The real `wrack-broker` on a local and a docker cluster: configured, started, reachable, killed, restarted.
 Skipped while the broker is the placeholder that refuses to start."""
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ def broker_available() -> bool:
     return r.returncode == 0 and "--config" in r.stdout + r.stderr
 
 
-def test_broker_lifecycle_on_local_nodes(make_cluster, tmp_path):
+def test_broker_lifecycle_on_real_nodes(make_backend_cluster, tmp_path):
     if not broker_available():
         pytest.skip("wrack-broker is not built yet")
-    c = make_cluster(1)
-    db = BrokerDB(c, BrokerOptions(command=[BROKER], replication_factor=1, min_insync_replicas=1))
+    c = make_backend_cluster(1)
+    # local nodes share the host's venv; containers have the project's wheel on PATH
+    command = [BROKER] if c.backend == "local" else ["wrack-broker"]
+    db = BrokerDB(c, BrokerOptions(command=command, replication_factor=1, min_insync_replicas=1))
     n = c.nodes[0]
     db.setup(n)
     db.start(n)

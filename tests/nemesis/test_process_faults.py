@@ -1,4 +1,4 @@
-"""Process faults on real nodes with a stand-in broker: kill/pause change the process state,
+"""Process faults on real nodes (namespaces and containers) with a stand-in broker: kill/pause change the process state,
 restart/rolling restart bring it back, heal_all resumes and starts everything, history ops pair up."""
 
 from __future__ import annotations
@@ -19,10 +19,19 @@ pytestmark = pytest.mark.root
 STANDIN = str(Path(__file__).resolve().parent.parent / "clusters" / "standin_broker.py")
 
 
+def standin_command(cluster) -> list[str]:
+    """The stand-in's command: the host's file on local nodes, a copy on every container."""
+    if cluster.backend == "local":
+        return [sys.executable, STANDIN]
+    for n in cluster.nodes:
+        n.upload(STANDIN, n.path("standin_broker.py"))
+    return ["python3", cluster.nodes[0].path("standin_broker.py")]
+
+
 @pytest.fixture
-def standin(make_cluster, tmp_path):
-    c = make_cluster(3)
-    db = BrokerDB(c, BrokerOptions(command=[sys.executable, STANDIN]))
+def standin(make_backend_cluster, tmp_path):
+    c = make_backend_cluster(3)
+    db = BrokerDB(c, BrokerOptions(command=standin_command(c)))
     for n in c.nodes:
         db.setup(n)
         db.start(n)
