@@ -3,9 +3,10 @@
 `run_test(TestOptions(...))`:
 
 1. a run folder (`harness.store`), test.json (every option, the seed, versions, git
-   revision; `end` null until the test ends), history.jsonl opened;
+   revision; `end` null until the test ends);
 2. create the cluster (`--backend`), install and start a broker on every node, wait until
    each accepts connections, create the workload's topics (every partition has a leader);
+   then history.jsonl is opened: its time 0 is the start of the workload;
 3. the main phase: the workload's ops at `--rate` on `--concurrency` client threads, and the
    nemesis schedule (`--nemesis`, a fault every `--nemesis-interval` s), for `--time-limit` s;
 4. heal: every package's final ops, then `Nemesis.heal_all`; wait until every broker
@@ -29,6 +30,7 @@ import datetime as dt
 import os
 import random
 import secrets
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -173,6 +175,10 @@ def broker_options(o: TestOptions) -> Any:
                        flush_interval_messages=flush_interval(o.flush_policy), extra=extra)
     if o.broker_command:
         bo.command = list(o.broker_command)
+    elif o.backend == "local":  # local nodes share this machine's files: this environment's broker
+        exe = Path(sys.executable).parent / "wrack-broker"
+        if exe.exists():
+            bo.command = [str(exe)]
     return bo
 
 
@@ -240,7 +246,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     wl = workloads.make(o.workload, workload_options(test["options"]))
     topics = wl.topics()
     pkgs = fault_packages(o.nemesis, topics)
-    history = HistoryWriter(run_dir / "history.jsonl")
+    history: HistoryWriter | None = None  # opened when the workload starts: time 0 is its start
     error: str | None = None
     cluster = None
     try:
@@ -249,10 +255,15 @@ def run_test(o: TestOptions, progress: Progress | None = None,
         opts = {"inventory": o.inventory} if o.inventory else {}
         cluster = mod.create(ClusterSpec(name=cluster_name, nodes=o.nodes, transport=o.transport, options=opts))
         db = BrokerDB(cluster, broker_options(o))
-        nem = Nemesis(cluster, db, history, rng=random.Random(f"{seed}/targets"),
+        nem = Nemesis(cluster, db, None, rng=random.Random(f"{seed}/targets"),
                       metadata=lambda: kafka_metadata(db.bootstrap_servers(), timeout=5.0))
-        with always_heal(cluster, nemesis=nem, db=_Collecting(db, o.collect_data),
-                         run_dir=str(run_dir / "nodes")):
+        import nemesis.schedule as nsched
+
+        prepare = getattr(nsched, "prepare", None)  # node-side fault machinery (power loss, clock)
+        if prepare is not None:
+            prepare(nem, pkgs)
+        collecting = _Collecting(db, o.collect_data)
+        with always_heal(cluster, nemesis=nem, db=collecting, run_dir=str(run_dir / "nodes")):
             with ThreadPoolExecutor(max_workers=min(8, len(cluster.nodes))) as ex:
                 list(ex.map(db.setup, cluster.nodes))
                 list(ex.map(db.start, cluster.nodes))
@@ -262,6 +273,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
 
                 create_topics(db.bootstrap_servers(), topics, replication_factor=o.rf,
                               config=topic_config(o), timeout=60)
+            history = HistoryWriter(run_dir / "history.jsonl")
+            nem.history = history
             timings.lap("setup")
 
             def nemesis_op(op: dict[str, Any]) -> Any:
@@ -322,6 +335,10 @@ def run_test(o: TestOptions, progress: Progress | None = None,
             timings.lap("final" if final is not None else "heal")
             test["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
             progress.phase("teardown")
+            errs = nem.teardown()
+            errs += collecting.finish(cluster.nodes, str(run_dir / "nodes"))
+            if errs:
+                test["teardown_errors"] = errs
     except KeyboardInterrupt:
         error = "interrupted"
     except InputError:
@@ -333,7 +350,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
 
             traceback.print_exc()
     finally:
-        history.close()
+        if history is not None:
+            history.close()
         timings.lap("teardown")
         test["end"] = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
         test["timings"] = timings.marks
@@ -342,6 +360,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
         store.write_json(run_dir / "test.json", test)
     progress.phase("check")
     results: dict[str, Any] | None = None
+    if history is None:  # the test never started: nothing to check
+        (run_dir / "history.jsonl").touch()
     try:
         results = check_run(run_dir, time_limit=o.checker_time_limit)
         if error:
@@ -369,17 +389,42 @@ def run_test(o: TestOptions, progress: Progress | None = None,
 
 
 class _Collecting:
-    """The DB as `always_heal` sees it: `collect` copies data only when asked to."""
+    """The DB as `always_heal` sees it: collect (data only when asked), then stop.
+
+    `finish(nodes)` does every node in parallel at the end of a normal run (collect, then
+    SIGKILL: the test is over, a graceful shutdown would only cost time) and makes the
+    guard's own per-node calls no-ops; after an exception the guard does them one by one."""
 
     def __init__(self, db: Any, data: bool):
         self.db = db
         self.data = data
+        self.done: set[str] = set()
 
     def collect(self, node: Any, run_dir: str) -> Any:
+        if node.name in self.done:
+            return None
         return self.db.collect(node, run_dir, data=self.data)
 
     def teardown(self, node: Any) -> None:
+        if node.name in self.done:
+            return
+        self.db.kill(node)
         self.db.teardown(node)
+
+    def finish(self, nodes: list[Any], run_dir: str) -> list[str]:
+        errors: list[str] = []
+
+        def one(node: Any) -> None:
+            try:
+                self.collect(node, run_dir)
+                self.teardown(node)
+                self.done.add(node.name)
+            except Exception as e:  # noqa: BLE001 - the guard retries this node
+                errors.append(f"{node.name}: {e}")
+
+        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as ex:
+            list(ex.map(one, nodes))
+        return errors
 
 
 def run_tests(o: TestOptions, progress: Progress | None = None,

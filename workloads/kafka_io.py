@@ -275,6 +275,9 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], *, replication_fact
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000, "log_level": 0})
     deadline = time.monotonic() + timeout
+    # librdkafka sends CreateTopics to the controller it learnt from metadata: fetch it first
+    # (without it the first request waits for a controller until its timeout)
+    admin.list_topics(timeout=min(10.0, timeout))
     pending = dict(topics)
     last_err = ""
     while pending and time.monotonic() < deadline:

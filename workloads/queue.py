@@ -231,6 +231,6 @@ class QueueWorkload:
               ) -> dict[str, Any]:
         from checkers import queue as qc
 
-        result = dict(qc.check_file(str(history_path), allowed=tuple(allowed)))
+        result = dict(qc.check_file(str(history_path), allowed=tuple(allowed), time_limit=time_limit))
         result.setdefault("allowed", sorted(set(allowed)))
         return result
