@@ -10,6 +10,7 @@ Hooks (`NodeHook`) switch node-level features on per node without the DB knowing
   nemesis/clock returns the LD_PRELOAD libfaketime variables);
 - `after_kill(db, node)` runs right after the broker was SIGKILLed (power loss: drop
   unsynced data);
+- `after_wipe(db, node)` runs after `wipe` (power loss: make the wipe durable);
 - `teardown(db, node)` runs before `wipe`/collect at the end (unmount; must be idempotent).
 Register hooks with `db.hooks.append(hook)`; every method of a hook is optional.
 
@@ -52,10 +53,13 @@ class BrokerOptions:
     command: list[str] = field(default_factory=lambda: ["wrack-broker"])
 
 
-def broker_properties(cluster: Cluster, node: Node, opts: BrokerOptions, data_dir: str) -> dict[str, str]:
-    """The properties of `node`'s broker: node.id is its position, the first
+def broker_properties(cluster: Cluster, node: Node, opts: BrokerOptions, data_dir: str,
+                      node_ids: Mapping[str, int] | None = None) -> dict[str, str]:
+    """The properties of `node`'s broker: node.id is its position (unless `node_ids`
+    overrides it: membership gives a re-added node a fresh id), the first
     `opts.controllers` nodes are also controllers (KRaft-style combined mode)."""
     ids = {n.name: i for i, n in enumerate(cluster.nodes)}
+    ids.update(node_ids or {})
     nid = ids[node.name]
     controllers = cluster.nodes[: max(1, opts.controllers)]
     is_controller = node in controllers
@@ -92,6 +96,7 @@ class BrokerDB:
         self.cluster = cluster
         self.opts = opts or BrokerOptions()
         self.hooks: list[Any] = []
+        self.node_ids: dict[str, int] = {}  # node.id overrides (nemesis/membership.py)
 
     # paths on a node
     def dir(self, node: Node) -> str:
@@ -126,7 +131,7 @@ class BrokerDB:
 
     def configure(self, node: Node) -> dict[str, str]:
         """Write the node's properties file; returns the properties."""
-        props = broker_properties(self.cluster, node, self.opts, self.data_dir(node))
+        props = broker_properties(self.cluster, node, self.opts, self.data_dir(node), self.node_ids)
         node.exec(["mkdir", "-p", self.data_dir(node)])
         node.write_file(self.config_path(node), render_properties(props))
         return props
@@ -182,6 +187,7 @@ class BrokerDB:
     def wipe(self, node: Node) -> None:
         """Remove the broker's data (the data dir's content; it may be a mountpoint)."""
         node.sh(f"rm -rf {self.data_dir(node)}/* {self.data_dir(node)}/.[!.]* 2>/dev/null; true")
+        self._hook("after_wipe", node)
 
     def teardown(self, node: Node) -> None:
         """Stop the broker and run the hooks' teardown."""
