@@ -1,0 +1,468 @@
+"""One run folder to table rows: the ops of its history, its faults, its `runs` row.
+
+`read_history` streams history.jsonl into Arrow record batches of the `ops` schema and
+collects nemesis fault windows. It never raises on a bad history: it stops at the first
+line it cannot use (malformed JSON, a bad field, an `ok` without an invoke, a second
+invoke while one is open) and reports it in `HistoryStats.damage` with the number of
+lines it did not ingest. A torn last line (harness killed mid-write) is damage too.
+Operations still open at the end (or at the damage) become indeterminate (`info`).
+
+`runs_row` builds the `runs` row from test.json, results.json and those stats;
+`result_anomaly_rows` turns results.json's examples into `anomalies` rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from harness.errors import InputError
+from harness.history import NEMESIS, TYPES, fault_windows, loads, validate_event
+from pipeline.schemas import OPS, OPTION_COLUMNS, verdict_str
+
+QUEUE_FS = frozenset(("send", "poll", "txn"))
+KEYSET_FS = frozenset(("assign", "subscribe"))
+BATCH_ROWS = 262_144
+
+
+@dataclass
+class HistoryStats:
+    """What reading one history found."""
+
+    bytes: int = 0
+    lines: int = 0
+    events: int = 0
+    ops: int = 0
+    op_rows: int = 0
+    nemesis_events: int = 0
+    first_time: int | None = None
+    last_time: int | None = None
+    damage: str | None = None
+    dropped_lines: int = 0
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    times: dict[int, int] = field(default_factory=dict)
+
+
+OP_LEVEL = ("process", "f", "type", "index", "time", "ret_index", "ret_time", "error", "raw")
+ROW_LEVEL = ("mop_index", "mop", "key", "offset", "value")
+SPARSE = ("value_str", "rebalanced")  # mostly null: kept as {row: value} until `batch()`
+
+
+def string_value_id(v: str) -> int:
+    """The int64 a string value is checked as: a negative 62-bit hash (ints stay themselves)."""
+    h = int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "big") & ((1 << 62) - 1)
+    return -1 - h
+
+
+class _Cols:
+    """Column buffers of the `ops` schema: op-level columns once per op, expanded at `batch()`."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.ops: dict[str, list[Any]] = {c: [] for c in OP_LEVEL}
+        self.rows: dict[str, list[Any]] = {c: [] for c in ROW_LEVEL}
+        self.sparse: dict[str, dict[int, Any]] = {c: {} for c in SPARSE}
+        self.op_pos: list[int] = []
+        self.n = 0
+
+    def batch(self) -> pa.RecordBatch:
+        take = pa.array(self.op_pos, type=pa.int32())
+        arrays = {"run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), self.n)}
+        for c in OP_LEVEL:
+            arrays[c] = pa.array(self.ops[c], type=OPS.field(c).type).take(take)
+        for c in ROW_LEVEL:
+            arrays[c] = pa.array(self.rows[c], type=OPS.field(c).type)
+        for c in SPARSE:
+            vals: list[Any] = [None] * self.n
+            for i, v in self.sparse[c].items():
+                vals[i] = v
+            arrays[c] = pa.array(vals, type=OPS.field(c).type)
+        b = pa.RecordBatch.from_arrays([arrays[c] for c in OPS.names], schema=OPS)
+        self.__init__(self.run_id)  # type: ignore[misc]
+        return b
+
+
+def _int_or_none(x: Any) -> int | None:
+    return x if type(x) is int else None
+
+
+def _key(k: Any) -> str | None:
+    if k is None:
+        return None
+    return k if type(k) is str else json.dumps(k)
+
+
+def _is_mops(val: Any) -> bool:
+    """Whether a send/poll/txn value is a list of Kafka micro-ops (else a keyed form)."""
+    return type(val) is list and all(type(m) is list for m in val)
+
+
+def _emit(cols: _Cols, inv: dict[str, Any], comp: dict[str, Any] | None) -> int:  # noqa: C901 - hot, flat
+    """Append the rows of one op; returns how many."""
+    f = inv["f"]
+    ops = cols.ops
+    pos = len(ops["index"])
+    ops["process"].append(inv["process"])
+    ops["f"].append(f)
+    ops["index"].append(inv["index"])
+    ops["time"].append(inv["time"])
+    if comp is not None:
+        ops["type"].append(comp["type"])
+        ops["ret_index"].append(comp["index"])
+        ops["ret_time"].append(comp["time"])
+        err = comp.get("error")
+        if err is not None and type(err) is not str:
+            err = json.dumps(err, default=str)
+        ops["error"].append(err)
+    else:
+        ops["type"].append("info")
+        ops["ret_index"].append(None)
+        ops["ret_time"].append(None)
+        ops["error"].append(None)
+    rows = cols.rows
+    r_mi, r_mop, r_key, r_off, r_val = (rows["mop_index"].append, rows["mop"].append, rows["key"].append,
+                                        rows["offset"].append, rows["value"].append)
+    base = cols.n
+    n = 0
+    raw = None
+    val = comp.get("value") if comp is not None else None
+    if f in QUEUE_FS and (_is_mops(val) or (val is None and _is_mops(inv.get("value")))):
+        if val is None:
+            val = inv.get("value")
+        rebalanced = None
+        if comp is not None and ("rebalance-log" in comp or "rebalance_log" in comp):
+            rebalanced = _rebalanced_keys(comp.get("rebalance-log", comp.get("rebalance_log")))
+        for m in val:
+            if not m:
+                continue
+            if m[0] == "send" and len(m) >= 3:
+                v = m[2]
+                r_mi(n)
+                r_mop("send")
+                r_key(_key(m[1]))
+                if type(v) is list and len(v) == 2:
+                    r_off(v[0] if type(v[0]) is int else None)
+                    v = v[1]
+                else:
+                    r_off(None)
+                if type(v) is int:
+                    r_val(v)
+                elif type(v) is str:
+                    r_val(string_value_id(v))
+                    cols.sparse["value_str"][base + n] = v
+                else:
+                    r_val(None)
+                n += 1
+            elif m[0] == "poll" and len(m) >= 2 and type(m[1]) is dict:
+                for k, msgs in m[1].items():
+                    if type(msgs) is not list:
+                        continue
+                    ks = k if type(k) is str else _key(k)
+                    reb = rebalanced is not None and ks in rebalanced
+                    for pair in msgs:
+                        if type(pair) is list and len(pair) == 2:
+                            o, v = pair
+                            r_mi(n)
+                            r_mop("poll")
+                            r_key(ks)
+                            r_off(o if type(o) is int else None)
+                            if type(v) is int:
+                                r_val(v)
+                            elif type(v) is str:
+                                r_val(string_value_id(v))
+                                cols.sparse["value_str"][base + n] = v
+                            else:
+                                r_val(None)
+                            if reb:
+                                cols.sparse["rebalanced"][base + n] = True
+                            n += 1
+    elif f in KEYSET_FS and type(val if val is not None else inv.get("value")) is list:
+        for k in val if val is not None else inv.get("value"):
+            r_mi(n)
+            r_mop(f)
+            r_key(_key(k))
+            r_off(None)
+            r_val(None)
+            n += 1
+    else:
+        ival = inv.get("value")
+        raw = json.dumps({"invoke": ival, "value": val}, default=str)
+        # Keyed forms ([key, v], [key, [offset, v]], [key, offset]): pull key, offset, value out.
+        keyed = val if type(val) is list and len(val) == 2 else ival
+        if type(keyed) is list and len(keyed) == 2 and type(keyed[0]) in (str, int):
+            x = keyed[1]
+            off = v = None
+            if type(x) is list and len(x) == 2:
+                off, v = _int_or_none(x[0]), _int_or_none(x[1])
+            elif f == "read" and type(x) is int:
+                off = x
+            elif type(x) is int:
+                v = x
+            r_mi(0)
+            r_mop(None)
+            r_key(_key(keyed[0]))
+            r_off(off)
+            r_val(v)
+            n = 1
+    if n == 0:
+        r_mi(0)
+        r_mop(None)
+        r_key(None)
+        r_off(None)
+        r_val(None)
+        n = 1
+    ops["raw"].append(raw)
+    cols.op_pos.extend([pos] * n)
+    cols.n += n
+    return n
+
+
+def _rebalanced_keys(log: Any) -> set[str]:
+    out: set[str] = set()
+    if type(log) is list:
+        for entry in log:
+            if type(entry) is dict and type(entry.get("keys")) is list:
+                out.update(_key(k) or "" for k in entry["keys"])
+    return out
+
+
+def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = BATCH_ROWS,
+                 times_of: set[int] | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream the `ops` rows of a history file as record batches, filling `stats` as it goes.
+
+    `times_of`: event indices whose times to record in `stats.times`.
+    """
+    cols = _Cols(run_id)
+    open_ops: dict[int, dict[str, Any]] = {}
+    nemesis: list[dict[str, Any]] = []
+    try:
+        stats.bytes = os.path.getsize(path)
+        f = open(path, "rb")  # noqa: SIM115 - closed in finally
+    except OSError as e:
+        stats.damage = f"history.jsonl: cannot read ({e.strerror})"
+        return
+    try:
+        lineno = 0
+        pos = 0
+        events = 0
+        ops_n = 0
+        op_rows = 0
+        first_t = last_t = None
+        lines = iter(f)
+        for raw in lines:
+            lineno += 1
+            try:
+                try:
+                    ev = loads(raw)
+                except ValueError as e:
+                    if not raw.strip():
+                        continue
+                    raise InputError(f"malformed JSON ({str(e).splitlines()[0][:60]})") from None
+                if type(ev) is not dict:
+                    raise InputError("not a JSON object")
+                p = ev.get("process")
+                # Fast path for well-formed events; anything else gets the canonical check.
+                if not (type(ev.get("index")) is int and type(ev.get("time")) is int
+                        and ev.get("type") in TYPES and type(ev.get("f")) is str
+                        and (type(p) is int or p == NEMESIS)):
+                    validate_event(ev, pos=pos)
+                if p == NEMESIS:
+                    nemesis.append(ev)
+                    stats.nemesis_events += 1
+                elif ev["type"] == "invoke":
+                    if p in open_ops:
+                        raise InputError(f"process {p} invokes while its op at index "
+                                         f"{open_ops[p]['index']} is still open")
+                    open_ops[p] = ev
+                else:
+                    inv = open_ops.pop(p, None)
+                    if inv is None:
+                        raise InputError(f"{ev['type']} {ev['f']!r} of process {p} without an invoke")
+                    if inv["f"] != ev["f"]:
+                        raise InputError(f"{ev['type']} {ev['f']!r} of process {p} completes an invoke of "
+                                         f"{inv['f']!r}")
+                    op_rows += _emit(cols, inv, ev)
+                    ops_n += 1
+            except InputError as e:
+                rest = sum(1 for _ in lines)
+                torn = rest == 0 and not raw.endswith(b"\n")
+                what = "torn last line" if torn else "damaged line"
+                stats.damage = f"history.jsonl:{lineno}: {what}: {e.message}; ingested up to line {lineno - 1}"
+                stats.dropped_lines = 1 + rest
+                break
+            pos += 1
+            events += 1
+            last_t = ev["time"]
+            if times_of and ev["index"] in times_of:
+                stats.times[ev["index"]] = last_t
+            if first_t is None:
+                first_t = last_t
+            if cols.n >= batch_rows:
+                yield cols.batch()
+        stats.events, stats.ops, stats.op_rows = events, ops_n, op_rows
+        stats.first_time, stats.last_time = first_t, last_t
+        stats.lines = lineno
+    finally:
+        f.close()
+    for inv in sorted(open_ops.values(), key=lambda e: e["index"]):
+        stats.op_rows += _emit(cols, inv, None)
+        stats.ops += 1
+    if cols.n:
+        yield cols.batch()
+    for w in fault_windows(nemesis):
+        stats.faults.append({
+            "run_id": run_id, "kind": w.kind, "f_start": w.start_event.get("f"),
+            "f_stop": w.stop_event.get("f") if w.stop_event else None, "start": int(w.start),
+            "stop": int(w.stop) if w.stop is not None else None, "start_index": w.start_event.get("index"),
+            "stop_index": w.stop_event.get("index") if w.stop_event else None,
+            "value": json.dumps(w.start_event.get("value"), default=str),
+        })
+
+
+# ------------------------------------------------------------------ runs rows
+
+
+def _coerce(value: Any, typ: pa.DataType) -> Any:
+    """An option value in its column's type, or None when it does not fit."""
+    if value is None:
+        return None
+    try:
+        if pa.types.is_list(typ):
+            if isinstance(value, str):
+                return [s for s in (x.strip() for x in value.split(",")) if s]
+            if isinstance(value, list | tuple):
+                return [str(x) for x in value]
+            return [str(value)]
+        if pa.types.is_integer(typ):
+            if isinstance(value, list | tuple):
+                return len(value)
+            if isinstance(value, bool):
+                return None
+            return int(value)
+        if pa.types.is_floating(typ):
+            return float(value)
+        if pa.types.is_string(typ):
+            return value if isinstance(value, str) else json.dumps(value)
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def config_label(row: dict[str, Any]) -> str:
+    """A configuration cell: nemesis x acks x min ISR x flush policy x safeguards."""
+    nem = "+".join(sorted(row.get("nemesis") or [])) or "none"
+    off = sorted(row.get("safeguards_off") or [])
+    sg = "on" if not off else "off:" + ",".join(off)
+    return (f"nemesis={nem} acks={row.get('acks')} min_isr={row.get('min_isr')} "
+            f"flush={row.get('flush_policy')} safeguards={sg}")
+
+
+def _iso_seconds(a: Any, b: Any) -> float | None:
+    try:
+        return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+def runs_row(run_id: str, path: str, test: Any, results: Any, stats: HistoryStats) -> dict[str, Any]:
+    """The `runs` row of one run (test/results: parsed JSON, None if absent, `_error` if damaged)."""
+    damage = [d for d in (stats.damage,) if d]
+    if isinstance(test, dict) and "_error" in test:
+        damage.append(test["_error"])
+        test = None
+    if isinstance(results, dict) and "_error" in results:
+        damage.append(results["_error"])
+        results = None
+    test = test if isinstance(test, dict) else {}
+    results = results if isinstance(results, dict) else None
+    opts = test.get("options") if isinstance(test.get("options"), dict) else {}
+    versions = test.get("versions") if isinstance(test.get("versions"), dict) else {}
+    git = test.get("git") if isinstance(test.get("git"), dict) else {}
+    camp = test.get("campaign") if isinstance(test.get("campaign"), dict) else None
+    row: dict[str, Any] = {
+        "run_id": run_id, "name": test.get("name") or run_id.split("/")[0], "path": path,
+        "start": test.get("start"), "end": test.get("end"),
+        "duration_s": _iso_seconds(test.get("start"), test.get("end")),
+        "seed": _coerce(test.get("seed"), pa.int64()),
+    }
+    for k, t in OPTION_COLUMNS.items():
+        row[k] = _coerce(opts.get(k), t)
+    row["options_json"] = json.dumps(opts, sort_keys=True, default=str)
+    row["config"] = config_label(row)
+    row.update({
+        "wrack_version": _coerce(versions.get("wrack"), pa.string()),
+        "python_version": _coerce(versions.get("python"), pa.string()),
+        "confluent_kafka_version": _coerce(versions.get("confluent_kafka"), pa.string()),
+        "librdkafka_version": _coerce(versions.get("librdkafka"), pa.string()),
+        "git_rev": _coerce(git.get("rev"), pa.string()),
+        "git_dirty": git.get("dirty") if isinstance(git.get("dirty"), bool) else None,
+        "campaign": _coerce(camp.get("name"), pa.string()) if camp else None,
+        "campaign_cell": json.dumps(camp.get("cell"), sort_keys=True, default=str) if camp else None,
+        "campaign_repeat": _coerce(camp.get("repeat"), pa.int32()) if camp else None,
+        "has_results": results is not None,
+        "valid": verdict_str(results.get("valid")) if results is not None else None,
+        "anomaly_types": [str(t) for t in results.get("anomaly_types") or []] if results else None,
+        "anomaly_counts": _counts(results) if results else None,
+        "allowed": [str(t) for t in results.get("allowed") or []] if results else None,
+        "history_bytes": stats.bytes, "events": stats.events, "ops": stats.ops, "op_rows": stats.op_rows,
+        "nemesis_events": stats.nemesis_events,
+        "history_span_s": ((stats.last_time - stats.first_time) / 1e9
+                           if stats.first_time is not None and stats.last_time is not None else None),
+        "damaged": bool(damage), "damage": "; ".join(damage) or None, "dropped_lines": stats.dropped_lines,
+        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    })
+    return row
+
+
+def _counts(results: dict[str, Any]) -> list[tuple[str, int]]:
+    counts = results.get("anomaly_counts")
+    if isinstance(counts, dict):
+        return [(str(k), int(v)) for k, v in counts.items() if isinstance(v, int)]
+    anomalies = results.get("anomalies")
+    if isinstance(anomalies, dict):
+        return [(str(k), len(v) if isinstance(v, list) else 1) for k, v in anomalies.items()]
+    return []
+
+
+def result_anomaly_rows(run_id: str, results: Any, source: str = "results.json",
+                        op_time: Callable[[int], int | None] | None = None) -> list[dict[str, Any]]:
+    """`anomalies` rows from a checker result's `anomalies` map (examples as JSON)."""
+    if not isinstance(results, dict) or not isinstance(results.get("anomalies"), dict):
+        return []
+    allowed = set(results.get("allowed") or [])
+    out = []
+    for typ, examples in results["anomalies"].items():
+        for ex in examples if isinstance(examples, list) else [examples]:
+            d = ex if isinstance(ex, dict) else {}
+            idx = example_op_index(d)
+            out.append({
+                "run_id": run_id, "source": source, "type": str(typ), "allowed": typ in allowed,
+                "key": _key(d.get("key")), "value": _int_or_none(d.get("value")), "op_index": idx,
+                "time": op_time(idx) if op_time and idx is not None else _int_or_none(d.get("time")),
+                "detail": json.dumps(ex, default=str),
+            })
+    return out
+
+
+def example_op_index(ex: dict[str, Any]) -> int | None:
+    """The index of the op an anomaly example is about (first of the ops it names)."""
+    for k in ("op", "index", "writer", "reader", "ops", "indices"):
+        v = ex.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        if isinstance(v, dict) and isinstance(v.get("index"), int):
+            return v["index"]
+        if isinstance(v, list) and v:
+            first = v[0]
+            if isinstance(first, int) and not isinstance(first, bool):
+                return first
+            if isinstance(first, dict) and isinstance(first.get("index"), int):
+                return first["index"]
+    return None

@@ -1,0 +1,361 @@
+"""The Kafka queue anomalies of `checkers.queue`, as Spark DataFrame operations over `ops`.
+
+The micro-op rows (sends, polled records, assigned keys) are shuffled once, by (run, key);
+every later step is a join, aggregation or window whose keys include run and key, so it
+runs inside those partitions (`spark.sql.requireAllClusterKeysForCoPartition=false` lets
+joins on (run, key, value) reuse the partitioning). Only small sets move again: the info
+sends some poll read, assign ops, and the few rows of anomalies.
+
+The definitions are `checkers.queue`'s (its docstring and docs/checkers-queue.md), in
+its words: an op is named by its completion's index (`op`); a *committed* send is ok,
+or belongs to an info op some of whose values an ok poll read; the *version order* of a
+key holds the offsets and values of every poll record and of committed sends; its known
+offsets are numbered densely (`rank`) and the *gap* between two offsets is the known
+offsets strictly between them; a *read* is a record of an ok poll. Per type:
+
+- `inconsistent-offsets`, `duplicate`: aggregations over (offset, value) observations;
+- `lost-write`: a committed send's value, at its (highest) offset at or below the highest
+  offset read from its key, never read; `unseen`: other acknowledged sends never read;
+- `G1a`: a read of a value whose send failed; `garbage-read`: a read of a value no op sent;
+- `precommitted-read`: a txn read a value it sent (the first such record per op);
+- `int-poll-skip`/`int-nonmonotonic-poll`, `int-send-skip`/`int-nonmonotonic-send`:
+  window functions over one op's records/sends of a key (lag by micro-op position);
+- `poll-skip`/`nonmonotonic-poll`: windows over one process's polls of a key, where an
+  ok or info assign/subscribe of the process starts a new epoch (a running count);
+- `nonmonotonic-send`: windows over one process's ok/info send ops to a key.
+
+Each function returns rows of `ANOMALY_COLUMNS`: `op_index`/`time` say which op shows
+the anomaly and when it completed (time-to-first-anomaly), `detail` is the checker's
+example object as JSON without its `explanation` (added by `pipeline.results`, from the
+fields; fields named `_...` are for that sentence only). `unseen` has one row per send;
+the result object groups them per key as the checker does.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+ANOMALY_COLUMNS = ("run_id", "type", "key", "value", "op_index", "time", "detail")
+MICRO_OP_COLUMNS = ("run_id", "key", "process", "f", "type", "index", "op", "time", "ret_time", "mop",
+                    "mop_index", "offset", "value", "rebalanced")
+SKIPPED_SHOWN = 10  # checkers.queue.analysis.SKIPPED_SHOWN
+
+
+def micro_ops(ops: DataFrame, partitions: int) -> DataFrame:
+    """The keyed micro-op rows of `ops`, partitioned by (run, key): the one big shuffle."""
+    return (ops.where(F.col("mop").isNotNull() & F.col("key").isNotNull())
+            .withColumn("op", F.coalesce("ret_index", "index"))
+            .withColumn("ret_time", F.coalesce("ret_time", "time"))
+            .withColumn("rebalanced", F.coalesce("rebalanced", F.lit(False)))
+            .select(*MICRO_OP_COLUMNS)
+            .repartition(partitions, "run_id", "key"))
+
+
+# ------------------------------------------------------------------ building blocks
+
+
+def records(m: DataFrame) -> DataFrame:
+    """Poll records with an offset and a value (polls of any outcome)."""
+    return m.where((F.col("mop") == "poll") & F.col("offset").isNotNull() & F.col("value").isNotNull())
+
+
+def reads(m: DataFrame) -> DataFrame:
+    """Records of ok polls."""
+    return records(m).where(F.col("type") == "ok")
+
+
+def first_reads(m: DataFrame) -> DataFrame:
+    """(run_id, key, value, rop, rtime): each value read, with the first ok poll that read it."""
+    return (reads(m).groupBy("run_id", "key", "value")
+            .agg(F.min_by(F.struct("op", "ret_time"), "op").alias("r"))
+            .select("run_id", "key", "value", F.col("r.op").alias("rop"), F.col("r.ret_time").alias("rtime")))
+
+
+def with_status(m: DataFrame, read_values: DataFrame) -> DataFrame:
+    """`m` plus `status` of send rows: ok, committed (info, some value read), info, fail."""
+    info_read_ops = (m.where((F.col("mop") == "send") & (F.col("type") == "info") & F.col("value").isNotNull())
+                     .join(read_values, ["run_id", "key", "value"], "left_semi")
+                     .select("run_id", "op").distinct()
+                     .withColumn("_read", F.lit(True)))
+    status = (F.when(F.col("mop") != "send", F.lit(None))
+              .when(F.col("type") == "ok", F.lit("ok"))
+              .when((F.col("type") == "info") & F.col("_read").isNotNull(), F.lit("committed"))
+              .otherwise(F.col("type")))
+    return m.join(F.broadcast(info_read_ops), ["run_id", "op"], "left").withColumn("status", status).drop("_read")
+
+
+def observations(m: DataFrame) -> DataFrame:
+    """(run_id, key, offset, value, seq): first sighting of each (offset, value) in history order.
+
+    Sightings: every poll record, ok sends with an offset, and committed info sends with an
+    offset (the checker adds those at the end). `seq` = (phase, op, is_poll, mop_index,
+    ret_time): sightings compare in history order.
+    """
+    sends = m.where(F.col("status").isin("ok", "committed") & F.col("offset").isNotNull()
+                    & F.col("value").isNotNull())
+    obs = records(m).withColumn("phase", F.lit(0)).unionByName(
+        sends.withColumn("phase", F.when(F.col("status") == "ok", F.lit(0)).otherwise(F.lit(1))))
+    seq = F.struct("phase", "op", (F.col("mop") == "poll").alias("is_poll"), "mop_index", "ret_time")
+    return obs.groupBy("run_id", "key", "offset", "value").agg(F.min(seq).alias("seq"))
+
+
+def offsets_of(obs: DataFrame) -> DataFrame:
+    """Per known offset: rank (dense, from 0), values in sighting order, the first value, ops."""
+    per = (obs.groupBy("run_id", "key", "offset")
+           .agg(F.array_sort(F.collect_list(F.struct("seq", "value"))).alias("vs")))
+    w = Window.partitionBy("run_id", "key").orderBy("offset")
+    return per.select("run_id", "key", "offset", F.col("vs.value").alias("values"),
+                      F.col("vs")[0]["value"].alias("first_value"),
+                      F.get("vs", 1)["seq"]["ret_time"].alias("second_time"),
+                      F.array_sort(F.array_distinct(F.col("vs.seq.op"))).alias("ops"),
+                      (F.row_number().over(w) - 1).alias("rank"))
+
+
+def values_of(obs: DataFrame) -> DataFrame:
+    """Per value seen at an offset: first-sighted offset, highest offset, offsets, ops."""
+    per = (obs.groupBy("run_id", "key", "value")
+           .agg(F.array_sort(F.collect_list(F.struct("seq", "offset"))).alias("os"), F.max("offset").alias("max_off")))
+    return per.select("run_id", "key", "value", F.col("os")[0]["offset"].alias("first_off"), "max_off",
+                      F.get("os", 1)["seq"]["ret_time"].alias("second_time"),
+                      F.array_sort(F.col("os.offset")).alias("offsets"),
+                      F.array_sort(F.array_distinct(F.col("os.seq.op"))).alias("ops"))
+
+
+def _row(typ: str | Column, key_col: str, value: Column | None, op_index: Column | None, time: Column | None,
+         /, **detail: Column) -> list[Column]:
+    return [F.col("run_id"), (F.lit(typ) if isinstance(typ, str) else typ).alias("type"),
+            F.col(key_col).alias("key"),
+            (value if value is not None else F.lit(None).cast("long")).alias("value"),
+            (op_index if op_index is not None else F.lit(None).cast("long")).alias("op_index"),
+            (time if time is not None else F.lit(None).cast("long")).alias("time"),
+            F.to_json(F.struct(*[c.alias(n) for n, c in detail.items()])).alias("detail")]
+
+
+def _ranked(df: DataFrame, offsets: DataFrame, col: str, rank_col: str) -> DataFrame:
+    """`df` plus the rank of its offset column `col` (null if not a known offset)."""
+    r = offsets.select("run_id", "key", F.col("offset").alias(col), F.col("rank").alias(rank_col))
+    return df.join(r, ["run_id", "key", col], "left")
+
+
+def _with_skipped(df: DataFrame, offsets: DataFrame, r1: str, r2: str) -> DataFrame:
+    """`df` (rows with ranks r1 < r2, one op each) plus `skipped`: the first values in the gap."""
+    ident = ["run_id", "key", "op", r1, r2]
+    gap = (df.select(*ident, F.explode(F.sequence(F.col(r1) + 1, F.least(F.col(r2) - 1, F.col(r1) + SKIPPED_SHOWN)))
+                     .alias("rank"))
+           .join(offsets.select("run_id", "key", "rank", "first_value"), ["run_id", "key", "rank"])
+           .groupBy(*ident).agg(F.array_sort(F.collect_set(F.struct("rank", "first_value"))).alias("_g"))
+           .select(*ident, F.col("_g.first_value").alias("skipped")))
+    return df.join(gap, ident, "left")
+
+
+# ------------------------------------------------------------------ anomaly types
+
+
+def inconsistent_offsets(offsets: DataFrame) -> DataFrame:
+    return offsets.where(F.size("values") >= 2).select(*_row(
+        "inconsistent-offsets", "key", None, F.col("ops")[0], F.col("second_time"),
+        ops=F.col("ops"), key=F.col("key"), offset=F.col("offset"), values=F.col("values")))
+
+
+def duplicates(values: DataFrame) -> DataFrame:
+    return values.where(F.size("offsets") >= 2).select(*_row(
+        "duplicate", "key", F.col("value"), F.col("ops")[0], F.col("second_time"),
+        ops=F.col("ops"), key=F.col("key"), value=F.col("value"), offsets=F.col("offsets")))
+
+
+def lost_and_unseen(m: DataFrame, values: DataFrame, read_values: DataFrame) -> DataFrame:
+    """lost-write and unseen (unseen: acknowledged, never read, not lost; one row per send)."""
+    rec = reads(m)
+    bound = (rec.groupBy("run_id", "key").agg(F.max("offset").alias("bound"))
+             .join(rec.select("run_id", "key", F.col("offset").alias("bound"), F.col("op").alias("bop")),
+                   ["run_id", "key", "bound"])
+             .groupBy("run_id", "key", "bound").agg(F.min("bop").alias("bound_op")))
+    writers = (m.where((F.col("mop") == "send") & F.col("value").isNotNull())
+               .select("run_id", "key", "value", "status", F.col("op").alias("writer"),
+                       F.col("ret_time").alias("wtime")))
+    unread = writers.join(read_values, ["run_id", "key", "value"], "left_anti")
+    cand = (unread.where(F.col("status").isin("ok", "committed"))
+            .join(values.select("run_id", "key", "value", "max_off"), ["run_id", "key", "value"], "left")
+            .join(bound, ["run_id", "key"], "left")
+            .withColumn("lost", F.col("max_off").isNotNull() & F.col("bound").isNotNull()
+                        & (F.col("max_off") <= F.col("bound"))))
+    lost = cand.where("lost").select(*_row(
+        "lost-write", "key", F.col("value"), F.col("writer"), F.col("wtime"),
+        ops=F.array("writer", "bound_op"), key=F.col("key"), value=F.col("value"), offset=F.col("max_off"),
+        max_read_offset=F.col("bound"), _acknowledged=(F.col("status") == "ok")))
+    unseen = cand.where(~F.col("lost") & (F.col("status") == "ok")).select(*_row(
+        "unseen", "key", F.col("value"), F.col("writer"), F.col("wtime"),
+        key=F.col("key"), value=F.col("value"), _writer=F.col("writer"), _max_read_offset=F.col("bound")))
+    return lost.unionByName(unseen)
+
+
+def aborted_and_garbage_reads(m: DataFrame, first_read: DataFrame) -> DataFrame:
+    """G1a (a read of a value whose send failed) and garbage-read (a read of a value never sent)."""
+    sends = m.where((F.col("mop") == "send") & F.col("value").isNotNull())
+    failed = sends.where(F.col("type") == "fail").select("run_id", "key", "value", F.col("op").alias("writer"))
+    g1a = first_read.join(failed, ["run_id", "key", "value"]).select(*_row(
+        "G1a", "key", F.col("value"), F.col("rop"), F.col("rtime"),
+        ops=F.array("writer", "rop"), key=F.col("key"), value=F.col("value")))
+    garbage = (first_read.join(sends.select("run_id", "key", "value"), ["run_id", "key", "value"], "left_anti")
+               .select(*_row("garbage-read", "key", F.col("value"), F.col("rop"), F.col("rtime"),
+                             ops=F.array("rop"), key=F.col("key"), value=F.col("value"))))
+    return g1a.unionByName(garbage)
+
+
+def precommitted_reads(m: DataFrame) -> DataFrame:
+    txn = m.where(F.col("f") == "txn")
+    sent = (txn.where((F.col("mop") == "send") & F.col("value").isNotNull())
+            .select("run_id", "key", "value", "op"))
+    hits = records(txn).join(sent, ["run_id", "key", "value", "op"], "left_semi")
+    first = (hits.groupBy("run_id", "op")
+             .agg(F.min_by(F.struct("key", "value", "ret_time"), "mop_index").alias("h"))
+             .select("run_id", "op", "h.*"))
+    return first.select(*_row("precommitted-read", "key", F.col("value"), F.col("op"), F.col("ret_time"),
+                              ops=F.array("op"), key=F.col("key"), value=F.col("value")))
+
+
+def internal_polls(m: DataFrame, offsets: DataFrame) -> DataFrame:
+    """int-poll-skip and int-nonmonotonic-poll: successive records of a key within one op."""
+    rec = records(m).where(~F.col("rebalanced"))
+    w = Window.partitionBy("run_id", "op", "key").orderBy("mop_index")
+    pairs = (rec.withColumn("o1", F.lag("offset").over(w)).where(F.col("o1").isNotNull())
+             .withColumnRenamed("offset", "o2")
+             .where((F.col("o2") <= F.col("o1")) | (F.col("o2") > F.col("o1") + 1)))
+    pairs = _ranked(_ranked(pairs, offsets, "o1", "r1"), offsets, "o2", "r2").withColumn(
+        "delta", F.col("r2") - F.col("r1"))
+    nonmono = pairs.where(F.col("o2") <= F.col("o1")).select(*_row(
+        "int-nonmonotonic-poll", "key", None, F.col("op"), F.col("ret_time"),
+        ops=F.array("op"), key=F.col("key"), offsets=F.array("o1", "o2"), delta=F.col("delta")))
+    skips = _with_skipped(pairs.where((F.col("o2") > F.col("o1") + 1) & (F.col("delta") > 1)), offsets, "r1", "r2")
+    skip = skips.select(*_row(
+        "int-poll-skip", "key", None, F.col("op"), F.col("ret_time"),
+        ops=F.array("op"), key=F.col("key"), offsets=F.array("o1", "o2"), delta=F.col("delta"),
+        skipped=F.col("skipped")))
+    return nonmono.unionByName(skip)
+
+
+def _send_offsets(m: DataFrame, values: DataFrame) -> DataFrame:
+    """ok/info send rows with `landed`: their own offset (not for uncommitted info sends),
+    else where the version order first shows their value."""
+    sends = m.where((F.col("mop") == "send") & F.col("value").isNotNull() & F.col("type").isin("ok", "info"))
+    own = F.when(F.col("status") == "info", F.lit(None)).otherwise(F.col("offset"))
+    return (sends.join(values.select("run_id", "key", "value", "first_off"), ["run_id", "key", "value"], "left")
+            .withColumn("landed", F.coalesce(own, F.col("first_off"))))
+
+
+def internal_sends(sends: DataFrame, offsets: DataFrame) -> DataFrame:
+    """int-send-skip and int-nonmonotonic-send: successive sends of one op to a key."""
+    w = Window.partitionBy("run_id", "op", "key").orderBy("mop_index")
+    pairs = (sends.withColumn("a", F.lag("landed").over(w)).withColumn("v1", F.lag("value").over(w))
+             .withColumn("n", F.row_number().over(w))
+             .where((F.col("n") > 1) & F.col("a").isNotNull() & F.col("landed").isNotNull())
+             .withColumnRenamed("landed", "b").withColumnRenamed("value", "v2")
+             .where((F.col("b") <= F.col("a")) | (F.col("b") > F.col("a") + 1)))
+    pairs = _ranked(_ranked(pairs, offsets, "a", "r1"), offsets, "b", "r2").withColumn(
+        "delta", F.col("r2") - F.col("r1"))
+    detail = {"ops": F.array("op"), "key": F.col("key"), "values": F.array("v1", "v2"),
+              "offsets": F.array("a", "b")}
+    nonmono = pairs.where(F.col("b") <= F.col("a")).select(*_row(
+        "int-nonmonotonic-send", "key", F.col("v2"), F.col("op"), F.col("ret_time"), **detail,
+        delta=F.col("delta")))
+    skips = _with_skipped(pairs.where((F.col("b") > F.col("a") + 1) & (F.col("delta") > 1)), offsets, "r1", "r2")
+    skip = skips.select(*_row("int-send-skip", "key", F.col("v2"), F.col("op"), F.col("ret_time"), **detail,
+                              delta=F.col("delta"), skipped=F.col("skipped")))
+    return nonmono.unionByName(skip)
+
+
+def poll_order(m: DataFrame, offsets: DataFrame, partitions: int) -> DataFrame:
+    """poll-skip and nonmonotonic-poll between successive polls of a process on a key.
+
+    A poll is compared with the last ok poll of the same process that read the key in the
+    same epoch; an ok or info assign/subscribe of the process starts a new epoch (for
+    every key: the assign rows are crossed with the keys the process polled).
+    """
+    rec = records(m)
+    per_op = (rec.groupBy("run_id", "process", "key", "index")
+              .agg(F.min_by("offset", "mop_index").alias("o0"), F.max_by("offset", "mop_index").alias("o1"),
+                   F.first("op").alias("op"), F.first("type").alias("type"), F.first("ret_time").alias("ret_time"))
+              .withColumn("is_assign", F.lit(0)))
+    assigns = (m.where(F.col("mop").isin("assign", "subscribe") & F.col("type").isin("ok", "info"))
+               .select("run_id", "process", "index").distinct())
+    touched = per_op.select("run_id", "process", "key").distinct()
+    resets = (assigns.join(touched, ["run_id", "process"])
+              .select("run_id", "process", "key", "index",
+                      *[F.lit(None).cast(t).alias(c) for c, t in
+                        (("o0", "long"), ("o1", "long"), ("op", "long"), ("type", "string"), ("ret_time", "long"))],
+                      F.lit(1).alias("is_assign"))
+              .repartition(partitions, "run_id", "key"))
+    w = Window.partitionBy("run_id", "process", "key").orderBy("index")
+    ev = per_op.unionByName(resets).withColumn(
+        "epoch", F.sum("is_assign").over(w.rowsBetween(Window.unboundedPreceding, 0)))
+    prev_ok = F.last(F.when(F.col("type") == "ok", F.struct(F.col("o1").alias("prev"), F.col("op").alias("pop"),
+                                                               F.col("epoch").alias("pep"))),
+                     ignorenulls=True).over(w.rowsBetween(Window.unboundedPreceding, -1))
+    pairs = (ev.where(F.col("is_assign") == 0).withColumn("p", prev_ok)
+             .where(F.col("p").isNotNull() & (F.col("p.pep") == F.col("epoch")))
+             .select("run_id", "process", "key", "op", "ret_time", "o0", F.col("p.prev").alias("prev"),
+                     F.col("p.pop").alias("pop"))
+             .where((F.col("o0") <= F.col("prev")) | (F.col("o0") > F.col("prev") + 1)))
+    pairs = _ranked(_ranked(pairs, offsets, "prev", "r1"), offsets, "o0", "r2").withColumn(
+        "delta", F.col("r2") - F.col("r1"))
+    detail = {"ops": F.array("pop", "op"), "key": F.col("key"), "process": F.col("process"),
+              "offsets": F.array("prev", "o0")}
+    nonmono = pairs.where(F.col("o0") <= F.col("prev")).select(*_row(
+        "nonmonotonic-poll", "key", None, F.col("op"), F.col("ret_time"), **detail, delta=F.col("delta")))
+    skips = _with_skipped(pairs.where((F.col("o0") > F.col("prev") + 1) & (F.col("delta") > 1)),
+                          offsets, "r1", "r2")
+    skip = skips.select(*_row("poll-skip", "key", None, F.col("op"), F.col("ret_time"), **detail,
+                              delta=F.col("delta"), skipped=F.col("skipped")))
+    return nonmono.unionByName(skip)
+
+
+def send_order(sends: DataFrame, offsets: DataFrame) -> DataFrame:
+    """nonmonotonic-send: a process's next send op to a key landed at or before its previous one."""
+    per_op = (sends.groupBy("run_id", "process", "key", "index")
+              .agg(F.min_by(F.struct("landed", "value"), "mop_index").alias("first"),
+                   F.max_by(F.struct("landed", "value"), "mop_index").alias("last"),
+                   F.first("op").alias("op"), F.first("ret_time").alias("ret_time")))
+    w = Window.partitionBy("run_id", "process", "key").orderBy("index")
+    pairs = (per_op.withColumn("prev", F.lag("last").over(w)).withColumn("pop", F.lag("op").over(w))
+             .where(F.col("prev").isNotNull())
+             .select("run_id", "process", "key", "op", "pop", "ret_time", F.col("prev.landed").alias("a"),
+                     F.col("prev.value").alias("v1"), F.col("first.landed").alias("b"),
+                     F.col("first.value").alias("v2"))
+             .where(F.col("a").isNotNull() & F.col("b").isNotNull() & (F.col("b") <= F.col("a"))))
+    pairs = _ranked(_ranked(pairs, offsets, "a", "r1"), offsets, "b", "r2").withColumn(
+        "delta", F.col("r2") - F.col("r1"))
+    return pairs.select(*_row(
+        "nonmonotonic-send", "key", F.col("v2"), F.col("op"), F.col("ret_time"),
+        ops=F.array("pop", "op"), key=F.col("key"), process=F.col("process"), values=F.array("v1", "v2"),
+        offsets=F.array("a", "b"), delta=F.col("delta")))
+
+
+def queue_anomalies(m: DataFrame, partitions: int) -> tuple[DataFrame, dict[str, DataFrame]]:
+    """Every queue anomaly of the runs in `m` (from `micro_ops`), and the intermediate tables.
+
+    Intermediates (worth persisting when several actions follow): `status` (m with send
+    status), `offsets`, `values`, `first_read`.
+    """
+    first_read = first_reads(m)
+    read_values = first_read.select("run_id", "key", "value")
+    ms = with_status(m, read_values)
+    obs = observations(ms)
+    offsets = offsets_of(obs)
+    values = values_of(obs)
+    sends = _send_offsets(ms, values)
+    parts = [
+        inconsistent_offsets(offsets),
+        duplicates(values),
+        lost_and_unseen(ms, values, read_values),
+        aborted_and_garbage_reads(ms, first_read),
+        precommitted_reads(ms),
+        internal_polls(ms, offsets),
+        internal_sends(sends, offsets),
+        poll_order(ms, offsets, partitions),
+        send_order(sends, offsets),
+    ]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out, {"status": ms, "offsets": offsets, "values": values, "first_read": first_read}
