@@ -14,17 +14,17 @@ turn into the verdict ``"unknown"``, never into a wrong answer.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.linearizable.models import Model, composite, get_model
 from checkers.linearizable.search import Search, Spec
 from harness.errors import InputError
-from harness.history import Op, pair_ops
+from harness.history import Op, pair_ops, validate_event
 
 DEFAULT_MAX_CONFIGS = 10_000_000
-_FIRST_SLICE = 20_000
+_FIRST_SLICE = 2_000
 _MAX_SLICE = 100_000
 ANOMALY = "nonlinearizable"
 MAX_LISTED = 100  # ops of a partial linearization listed in the JSON counterexample
@@ -213,6 +213,8 @@ def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | No
         m = get_model(model)
     except ValueError as e:
         raise InputError(str(e), path) from None
+    if not with_lines:
+        events = _normalised(events, path)
     lops = prepare_ops(pair_ops(events, path, with_lines=with_lines), m, path)
     whole = not (partition and m.partition)
     parts: list[Partition] = []
@@ -254,6 +256,16 @@ def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | No
         budget = min(budget * 2, _MAX_SLICE)
         live = still
     return Analysis(m, valid, parts, len(lops), reason, time.perf_counter() - t0, whole)
+
+
+def _normalised(events: Iterable[dict[str, Any]], path: str | None) -> Iterator[dict[str, Any]]:
+    """Validated copies of event dicts, `index` defaulting to the position, `time` to the index."""
+    for pos, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            raise InputError(f"event {ev!r} is not a JSON object", path, pos + 1)
+        ev = dict(ev)
+        validate_event(ev, path, pos + 1, pos)
+        yield ev
 
 
 def _cannot_follow(s: Search, stack: list[int], whole: bool) -> tuple[int | None, Any]:
