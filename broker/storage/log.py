@@ -236,21 +236,16 @@ class SegmentedLog:
         for i, base in enumerate(bases):
             seg = Segment.existing(self.dir, base, c.index_interval_bytes, c.index_max_bytes)
             if segs and base != segs[-1].next_offset:
-                if segs[-1].size == 0:  # an empty segment left by a crash mid-roll: drop it
-                    dropped = segs.pop()
-                    dropped.delete()
-                    report.notes.append(f"deleted empty segment {segment_name(dropped.base)}.log")
-                if segs and base != segs[-1].next_offset:
-                    prev = segs[-1]
-                    report.truncations.append(
-                        Truncation(
-                            seg.log_path, 0, seg.size, prev.next_offset,
-                            f"segment base offset {base} does not follow the previous segment, which ends at offset {prev.next_offset - 1}",
-                            None,
-                        )
+                prev = segs[-1]
+                report.truncations.append(
+                    Truncation(
+                        seg.log_path, 0, seg.size, prev.next_offset,
+                        f"segment base offset {base} does not follow the previous segment, whose next offset is {prev.next_offset}",
+                        None,
                     )
-                    stop_at = i
-                    break
+                )
+                stop_at = i
+                break
             if i >= first_scanned and recover:
                 res = seg.rebuild(validate=True, epochs=scanned_epochs)
                 report.scanned_segments.append(seg.log_path)
@@ -276,7 +271,8 @@ class SegmentedLog:
             for base in bases[stop_at:]:
                 victim = self._seg(base)
                 victim.delete()
-                deleted.append(victim.log_path)
+                if victim.log_path != report.truncations[-1].segment:
+                    deleted.append(victim.log_path)
             report.truncations[-1].deleted_segments.extend(deleted)
             self._dir_dirty = True
         if not segs:  # the very first segment was inconsistent: start afresh at its base
@@ -284,7 +280,11 @@ class SegmentedLog:
             self._dir_dirty = True
         self._segments = segs
         self._bases = [s.base for s in segs]
+        rebuilt = {p for p, _ in report.index_rebuilds} | {s.index.path for s in segs[first_scanned:]} if recover else {
+            p for p, _ in report.index_rebuilds}
         for s in segs[:-1]:
+            if s.index.path in rebuilt:
+                s.seal()  # a sealed segment's rebuilt indexes go to disk now (the active one's on roll/close)
             s.close_fd()
         leo = self.log_end_offset
         self._start = min(max(log_start_offset, segs[0].base), leo)

@@ -6,6 +6,7 @@ the on-disk log cleanly or after a crash) and requires identical answers."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 
@@ -155,7 +156,7 @@ class BothLogs(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.mkdtemp(prefix="wrack-contract-")
+        self.tmp = tempfile.mkdtemp(prefix="wrack-contract-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         self.model = InMemoryPartitionLog()
         self.disk = open_segmented(self.tmp)
         self.epoch = 0

@@ -1,0 +1,158 @@
+"""Speed of the storage engine on this machine: append and read MB/s and batches/s of
+SegmentedLog (through LogManager, default flush policy), the way the broker uses it.
+
+    .venv/bin/python bench/storage.py [MB] [--dir DIR]      (default 256 MB in a temp dir)
+
+Appends: Produce-sized batches (~1 MB, 100-byte values, as librdkafka sends with
+batching on) through `validate_for_append` (one CRC pass) and `append_as_leader`
+(one pwritev); follower appends (`append_as_follower`, one CRC pass); small batches (one
+record) for the per-call overhead; every-write flushing (fdatasync per append).
+Reads: a consumer reading from offset 0 with 1 MiB fetches (page cache warm), and
+random-offset reads. The broker targets are 150,000 msgs/s produced and 300,000 msgs/s
+consumed end to end; this prints what storage alone costs per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import shutil
+import tempfile
+import time
+
+from broker.core.messages import TopicPartition
+from broker.records import encode_batch, iter_batches, validate_for_append
+from broker.storage import LogManager, StorageConfig
+
+VALUE = b"x" * 100
+MSGS_PER_BATCH = 9_000  # ~1 MB: librdkafka's batch.size is 1,000,000 bytes
+
+
+def best(fn, repeat: int = 3) -> float:
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return min(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mb", nargs="?", type=int, default=256, help="megabytes to append per run (default 256)")
+    ap.add_argument("--dir", default=None, help="where to put the logs (default: a temp dir, removed)")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="wrack-bench-storage-", dir=args.dir)
+    logger = logging.getLogger("bench")
+    logger.addHandler(logging.NullHandler())
+    logger.propagate = False
+    try:
+        batch = encode_batch([VALUE] * MSGS_PER_BATCH, timestamp=int(time.time() * 1000))
+        n_batches = max(1, args.mb * (1 << 20) // len(batch))
+        mb = n_batches * len(batch) / (1 << 20)
+        msgs = n_batches * MSGS_PER_BATCH
+        print(f"batch            {len(batch):,} bytes, {MSGS_PER_BATCH:,} records of {len(VALUE)} bytes")
+        print(f"per run          {n_batches} batches, {mb:.0f} MB, {msgs:,} messages")
+        cfg = StorageConfig(segment_bytes=64 << 20)
+        run = [0]
+
+        def fresh(c: StorageConfig = cfg) -> tuple[LogManager, object]:
+            run[0] += 1
+            lm = LogManager([os.path.join(root, f"run{run[0]}")], c, logger)
+            lm.startup()
+            return lm, lm.get_or_create(TopicPartition("bench", 0))
+
+        def leader_appends() -> None:
+            lm, log = fresh()
+            for _ in range(n_batches):
+                validate_for_append(batch, 1 << 21)
+                log.append_as_leader(batch, 1)
+            lm.wait_background()
+            lm.close()
+
+        t = best(leader_appends)
+        print(f"leader append    {mb / t:8.0f} MB/s  {n_batches / t:8.0f} batches/s  {msgs / t:12,.0f} msgs/s"
+              "  (validate_for_append + append_as_leader, flush on roll in the background)")
+
+        stamped = encode_batch([VALUE] * MSGS_PER_BATCH, base_offset=0, leader_epoch=1)
+        parts = []
+        off = 0
+        for _ in range(n_batches):
+            parts.append(encode_batch([VALUE] * MSGS_PER_BATCH, base_offset=off, leader_epoch=1))
+            off += MSGS_PER_BATCH
+        del stamped
+
+        def follower_appends() -> None:
+            lm, log = fresh()
+            for p in parts:
+                log.append_as_follower(p)
+            lm.wait_background()
+            lm.close()
+
+        t = best(follower_appends)
+        print(f"follower append  {mb / t:8.0f} MB/s  {n_batches / t:8.0f} batches/s  {msgs / t:12,.0f} msgs/s"
+              "  (append_as_follower: CRC check + one write)")
+
+        small = encode_batch([VALUE])
+        n_small = 20_000
+
+        def small_appends() -> None:
+            lm, log = fresh()
+            for _ in range(n_small):
+                log.append_as_leader(small, 1)
+            lm.close()
+
+        t = best(small_appends)
+        print(f"small append     {n_small / t:8.0f} batches/s  ({t / n_small * 1e6:.1f} us per 1-record append)")
+
+        n_sync = 300
+
+        def synced_appends() -> None:
+            lm, log = fresh(StorageConfig(flush_interval_messages=1))
+            for _ in range(n_sync):
+                log.append_as_leader(small, 1)
+            lm.close()
+
+        t = best(synced_appends, 1)
+        print(f"every-write sync {n_sync / t:8.0f} appends/s  ({t / n_sync * 1e3:.2f} ms per fdatasync'd append)")
+
+        lm, log = fresh()
+        for _ in range(n_batches):
+            log.append_as_leader(batch, 1)
+        lm.wait_background()
+        leo = log.log_end_offset
+
+        def sequential_reads() -> int:
+            off, fetches = 0, 0
+            while off < leo:
+                data = log.read(off, 1 << 20)
+                *_, (_, _, h) = iter_batches(data, validate=False)
+                off = h.last_offset + 1
+                fetches += 1
+            return fetches
+
+        fetches = sequential_reads()
+        t = best(sequential_reads)
+        print(f"consumer read    {mb / t:8.0f} MB/s  {fetches / t:8.0f} fetches/s  {msgs / t:12,.0f} msgs/s"
+              "  (1 MiB fetches from offset 0, page cache warm)")
+
+        rng = random.Random(7)
+        offsets = [rng.randrange(leo) for _ in range(2000)]
+
+        def random_reads() -> None:
+            for o in offsets:
+                log.read(o, 1 << 20)
+
+        t = best(random_reads)
+        print(f"random read      {len(offsets) / t:8.0f} reads/s  ({t / len(offsets) * 1e6:.0f} us per 1 MiB read at a random offset)")
+        lm.close()
+        with open("/proc/loadavg") as f:
+            print(f"load average     {f.read().split()[:3]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
