@@ -6,6 +6,11 @@ fault windows in plots. `combined(packages, interval, rng)` yields `(delay_s, Fa
 forever: every `interval` (jittered by ±50%) one package, picked at random, either starts its
 fault or, when its fault is on, stops it. `run_schedule` plays it against a `Nemesis` until
 a deadline or a stop event, then runs every package's final ops and `Nemesis.heal_all`.
+
+Packages whose faults need node-side machinery (power loss: a LazyFS mount under the data
+dir; clock: the libfaketime preload) have a `prepare(nemesis)` that installs their DB hooks
+and fault handlers: call `prepare(nemesis, pkgs)` after making the Nemesis and BEFORE
+`db.setup`/`db.start` on the nodes.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class FaultPackage:
     stop: FaultOp | None
     final: list[FaultOp] = field(default_factory=list)
     color: str = "#CCCCCC"
+    prepare: Callable[[Nemesis], Any] | None = None
 
 
 def _choice(options: Sequence[Any]) -> Callable[[random.Random], Any]:
@@ -58,10 +64,55 @@ def restart_package(targets: Sequence[Any] = ("one",), rolling: bool = False) ->
     return FaultPackage(f, lambda rng: FaultOp(f, pick(rng)), None, [], "#B0E0A0")
 
 
+def power_loss_package(targets: Sequence[Any] = ("one", "minority", "majority"),
+                       torn: Sequence[Any] = (False, True)) -> FaultPackage:
+    """SIGKILL + drop unsynced data + restart (nemesis/lazyfs); an instant. Its heal puts
+    every LazyFS into pass-through mode (nothing is lost after the schedule)."""
+    from nemesis.lazyfs.hook import install_power_loss
+
+    pick, pick_torn = _choice(list(targets)), _choice(list(torn))
+    return FaultPackage("power-loss", lambda rng: FaultOp("power-loss", {"nodes": pick(rng), "torn": pick_torn(rng)}),
+                        None, [], "#C9A0E9", install_power_loss)
+
+
+def clock_package() -> FaultPackage:
+    """start-clock (a random bump or strobe) / stop-clock (reset), nemesis/clock.py."""
+    from nemesis.clock import install_clock
+
+    return FaultPackage("clock", lambda rng: FaultOp("start-clock", None), FaultOp("stop-clock"),
+                        [FaultOp("stop-clock")], "#A0E9E3", install_clock)
+
+
+def corruption_package(modes: Sequence[str] = ("bitflip", "truncate")) -> FaultPackage:
+    """corrupt-file on one node's last segments (stop, corrupt, restart); an instant."""
+    from nemesis.corruption import install_corruption
+
+    pick = _choice(list(modes))
+    return FaultPackage("corruption", lambda rng: FaultOp("corrupt-file", {"nodes": "one", "mode": pick(rng)}),
+                        None, [], "#D8B48A", install_corruption)
+
+
+def membership_package() -> FaultPackage:
+    """remove-node (stop for good + wipe) / add-node (fresh id), nemesis/membership.py."""
+    from nemesis.membership import install_membership
+
+    return FaultPackage("membership", lambda rng: FaultOp("remove-node", "one"), FaultOp("add-node", None),
+                        [FaultOp("add-node", None)], "#A66AD8", install_membership)
+
+
 PACKAGES: dict[str, Callable[[], FaultPackage]] = {
     "partition": partition_package, "kill": kill_package, "pause": pause_package,
     "restart": restart_package, "rolling-restart": lambda: restart_package(("all",), rolling=True),
+    "power-loss": power_loss_package, "clock": clock_package, "corruption": corruption_package,
+    "membership": membership_package,
 }
+
+
+def prepare(nemesis: Nemesis, pkgs: Sequence[FaultPackage]) -> None:
+    """Install what the packages' faults need (DB hooks, handlers); before db.setup."""
+    for p in pkgs:
+        if p.prepare is not None:
+            p.prepare(nemesis)
 
 
 def packages(names: Sequence[str]) -> list[FaultPackage]:
