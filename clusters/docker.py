@@ -82,9 +82,17 @@ _images: dict[int, str] = {}
 def node_image(c: Any) -> str:
     """The node image for this process: built or refreshed at its first cluster, then reused
     while it exists (a process runs the code it imported; `wrack cluster up` is a new process,
-    so it always gets the current source). Call under `image_lock()`."""
+    so it always gets the current source). `WRACK_DOCKER_IMAGE=TAG` pins an existing image
+    instead. Call under `image_lock()`."""
     import docker
 
+    pinned = os.environ.get("WRACK_DOCKER_IMAGE")
+    if pinned:
+        try:
+            c.images.get(pinned)
+            return pinned
+        except docker.errors.ImageNotFound:
+            raise ValueError(f"WRACK_DOCKER_IMAGE={pinned}: no such image") from None
     tag = _images.get(os.getpid())
     if tag is not None:
         try:
