@@ -16,6 +16,9 @@ history (DESIGN.md). Built-in fs (paired by `harness.history.fault_windows`):
 TARGET is a spec of `nemesis.targets.resolve` (one/minority/majority/all, node names, or
 roles from the cluster's metadata: leader, controller, isr-followers).
 
+Power loss, clock skew, file corruption and membership live in nemesis/lazyfs/,
+nemesis/clock.py, nemesis/corruption.py and nemesis/membership.py; their `install_*`
+functions (called by `nemesis.schedule.prepare`) add DB hooks and register their fs here.
 Other fault packages add their fs with `register(f, fn)` and their undo with
 `register_heal(name, fn)`; `heal_all()` runs every undo (network, paused and stopped
 processes, then the registered ones, e.g. clocks), records the closing events, never
@@ -75,6 +78,7 @@ class Nemesis:
         self.partitioned = False
         self.killed: set[str] = set()
         self.paused: set[str] = set()
+        self.removed: set[str] = set()  # taken out by membership: no target resolves to them
         self._lock = threading.RLock()
         self.handlers: dict[str, Callable[[Any], Any]] = {
             "start-partition": self._start_partition, "stop-partition": self._stop_partition,
@@ -114,8 +118,10 @@ class Nemesis:
         return [n.name for n in self.cluster.nodes]
 
     def targets(self, spec: Any) -> list[str]:
+        """The nodes `spec` selects among the cluster's nodes (less those membership removed)."""
         addrs = {n.name: n.address for n in self.cluster.nodes}
-        return resolve(spec, self.names, self.rng, addresses=addrs, metadata=self.metadata)
+        names = [n for n in self.names if n not in self.removed]
+        return resolve(spec, names, self.rng, addresses=addrs, metadata=self.metadata)
 
     # ----------------------------------------------------------------- partitions
 

@@ -18,6 +18,9 @@ Faults (`install_membership(nemesis, db)`):
 - `add-node` a node name, a list, or None (= every removed node): fresh id, configure, start.
   Recorded {"nodes": [...], "node_ids": {node: new id}}.
 - heal: every removed node is added back (recorded `add-node` with "final": true).
+
+Removed nodes are in `Nemesis.removed`: no other fault's target resolves to them, so
+`start all` (the kill package's stop) does not bring a removed broker back under its old id.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ def install_membership(nemesis: Any, db: Any | None = None) -> dict[str, int]:
             db.wipe(node)
             ids[n] = current_id(n)
             removed[n] = ids[n]
+            nemesis.removed.add(n)
             nemesis.killed.discard(n)
             nemesis.paused.discard(n)
         return {"nodes": chosen, "node_ids": ids}
@@ -82,6 +86,7 @@ def install_membership(nemesis: Any, db: Any | None = None) -> dict[str, int]:
             db.start(node)
             ids[n] = new_id
             del removed[n]
+            nemesis.removed.discard(n)
         return {"nodes": chosen, "node_ids": ids}
 
     def heal() -> None:

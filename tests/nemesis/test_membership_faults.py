@@ -55,6 +55,8 @@ def test_membership_remove_wipes_and_add_gives_a_new_id(standin4):
     ev = nem.invoke(FaultOp("remove-node", ["n3"]))
     assert ev["value"] == {"nodes": ["n3"], "node_ids": {"n3": 2}}
     assert not db.running(n3) and n3.exec(["ls", "-A", db.data_dir(n3)]).stdout == ""
+    nem.invoke(FaultOp("start", "all"))  # a removed broker stays down
+    assert not db.running(n3)
     with pytest.raises(TargetError, match="controllers or already removed"):
         nem.invoke(FaultOp("remove-node", ["n1"]))
     nem.invoke(FaultOp("remove-node", ["n2"]))
@@ -70,7 +72,7 @@ def test_membership_remove_wipes_and_add_gives_a_new_id(standin4):
     assert all(db.running(n) for n in c.nodes)
     hist.close()
     evs = list(read_events(hist.path))
-    assert [e["f"] for e in evs] == ["remove-node", "remove-node", "add-node", "remove-node", "add-node"]
+    assert [e["f"] for e in evs] == ["remove-node", "start", "remove-node", "add-node", "remove-node", "add-node"]
     assert evs[-1]["value"]["final"] is True and list(evs[-1]["value"]["node_ids"].values()) == [6]
 
 
