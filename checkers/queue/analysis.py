@@ -112,7 +112,7 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
     bad = [t for t in types if t not in allowed]
     if bad:
         valid: Any = False
-    elif timed_out or not qp.saw_send and not qp.saw_poll:
+    elif timed_out or not ({"send", "poll", "txn"} & set(qp.table.f_names)):
         valid = "unknown"
     else:
         valid = True

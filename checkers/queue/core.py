@@ -111,8 +111,7 @@ class QueuePass:
         self.info_sends: list[tuple[int, str, Any, int | None]] = []  # (op, k, v, offset)
         self.op_process: dict[int, Any] = {}  # op -> process, for ops that appear in examples
         # per process
-        self.open: dict[Any, dict[str, Any]] = {}
-        self.open_pos: dict[Any, int] = {}
+        self.open: dict[Any, tuple[dict[str, Any], int]] = {}  # process -> (invoke, its position)
         # process -> key -> [last offset an ok poll read, that op, the key's read list]
         self.ppos: dict[Any, dict[str, list[Any]]] = {}
         self.psend: dict[Any, dict[str, tuple[int | None, Any, int]]] = {}
@@ -126,11 +125,8 @@ class QueuePass:
         self.precommitted: list[tuple[int, str, Any]] = []
         # txn / multi-send ops for dependency cycles: op -> (writes, reads, outcome)
         self.graph_ops: dict[int, tuple[list[tuple[str, Any]], list[tuple[str, Any]], int]] = {}
-        self.txn_seen = False
         self.nemesis: list[dict[str, Any]] = []
         self.table = OpTable()
-        self.saw_send = False
-        self.saw_poll = False
 
     # ------------------------------------------------------------------ the pass
 
@@ -154,7 +150,6 @@ class QueuePass:
 
     def _feed(self, events: Iterable[dict[str, Any]]) -> None:  # noqa: C901 - the hot loop, kept flat
         open_ops = self.open
-        open_pos = self.open_pos
         ppos_all = self.ppos
         okl = self.okl
         poll_key = self._poll_key
@@ -175,7 +170,7 @@ class QueuePass:
         try:
             for ev in events:
                 n += 1
-                if not (n & 0xFFFF) and deadline is not None and _time.monotonic() > deadline:
+                if not (n & 0x3FFF) and deadline is not None and _time.monotonic() > deadline:
                     raise Timeout
                 p = ev["process"]
                 typ = ev["type"]
@@ -189,14 +184,13 @@ class QueuePass:
                         raise Bad(f"bad process {p!r} (expected an integer or \"nemesis\")")
                     if p in open_ops:
                         raise Bad(f"process {p} invokes {ev['f']!r} while its op from event "
-                                  f"{open_pos[p] + 1} is still open")
-                    open_ops[p] = ev
-                    open_pos[p] = n - 1
+                                  f"{open_ops[p][1] + 1} is still open")
+                    open_ops[p] = (ev, n - 1)
                     continue
-                inv = open_ops.pop(p, None)
-                if inv is None:
+                entry = open_ops.pop(p, None)
+                if entry is None:
                     raise Bad(f"{typ} {ev['f']!r} of process {p} without an invoke")
-                del open_pos[p]
+                inv = entry[0]
                 f = ev["f"]
                 if inv["f"] != f:
                     raise Bad(f"{typ} {f!r} of process {p} completes an invoke of {inv['f']!r}")
@@ -211,7 +205,6 @@ class QueuePass:
                 if t > last_time:
                     last_time = t
                 if f == "poll":
-                    self.saw_poll = True
                     val = ev.get("value")
                     if tc == OK and val.__class__ is list and len(val) == 1 and len(val[0]) == 2 and (
                             len(ev) <= 6 or ("rebalance-log" not in ev and "rebalance_log" not in ev)):
@@ -246,7 +239,6 @@ class QueuePass:
                     elif tc != FAIL or val is not None:
                         general(p, f, tc, idx, t, ev, inv)
                 elif f == "send":
-                    self.saw_send = True
                     val = ev.get("value")
                     x = None
                     if tc == OK and val.__class__ is list and len(val) == 1:
@@ -277,7 +269,6 @@ class QueuePass:
                     else:
                         general(p, f, tc, idx, t, ev, inv)
                 elif f == "txn":
-                    self.saw_send = self.saw_poll = self.txn_seen = True
                     general(p, f, tc, idx, t, ev, inv)
                 elif (f == "assign" or f == "subscribe") and tc != FAIL:
                     # a new assignment: consecutive-poll checks start afresh
@@ -293,9 +284,9 @@ class QueuePass:
 
     def finish_open(self, where: Callable[[int], tuple[str | None, int | None]]) -> None:
         """Ops never completed are indeterminate: treat them as `info` completions."""
-        for p, inv in sorted(self.open.items(), key=lambda kv: self.open_pos[kv[0]]):
+        for p, (inv, pos) in sorted(self.open.items(), key=lambda kv: kv[1][1]):
             f = inv["f"]
-            idx = inv.get("index", self.open_pos[p])
+            idx = inv.get("index", pos)
             t = inv.get("time", idx)
             self.table.add(p, f, INFO, t, -1, idx, -1)
             if f not in ("send", "txn"):
@@ -303,16 +294,15 @@ class QueuePass:
             try:
                 self._general(p, f, INFO, idx, t, {"value": None}, inv)
             except Bad as e:
-                path, line = where(self.open_pos[p])
+                path, line = where(pos)
                 raise InputError(str(e), path, line) from None
             except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
                 msg = diagnose(inv)
                 if msg is None:
                     raise
-                path, line = where(self.open_pos[p])
+                path, line = where(pos)
                 raise InputError(msg, path, line) from e
         self.open.clear()
-        self.open_pos.clear()
 
     # ------------------------------------------------------------------ helpers
 

@@ -9,8 +9,17 @@ make it misbehave in exactly one way, for the property tests.
 from __future__ import annotations
 
 import random
+import shutil
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+
+def wrack_bin() -> str:
+    """The `wrack` console script of this environment."""
+    p = Path(sys.executable).parent / "wrack"
+    return str(p) if p.exists() else shutil.which("wrack") or "wrack"
 
 
 class H:
