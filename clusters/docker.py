@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from clusters.docker_image import ensure_image, image_lock
+from clusters.docker_image import VENV, ensure_image, image_lock
 from clusters.local import check_name
 from clusters.node import Cluster, ClusterSpec, Command, ExecResult, Node, NodeError, NodeTimeout, command_str
 
@@ -119,6 +119,8 @@ def available() -> bool:
 
 class DockerNode(Node):
     """A node in a container, reached through the Docker API."""
+
+    python = f"{VENV}/bin/python"  # the project's interpreter in the image (nemesis.nodeside)
 
     def __init__(self, name: str, address: str, container: str, container_id: str):
         super().__init__(name, address, NODE_ROOT)
