@@ -1,12 +1,16 @@
 """Cluster up/down times per backend (and what a fault costs on the local backend).
 
     .venv/bin/python bench/cluster.py [--rounds N] [--nodes N] [--backends local,docker] [--fuse-mb N]
+                                      [--docker-from-nothing]
 
 Prints, per backend and transport: median and max of `create` (nodes usable) and
 `teardown`, plus, for the local backend, a partition start+heal and an exec round trip.
 Target (issue 6): five local nodes up in at most 3 s. Backends that are not available
 here (not root, no Docker, module missing) are reported as skipped. The docker backend's
-figures come from its own `create`/`teardown` through the same registry.
+figures come from its own `create`/`teardown` through the same registry, after a line for
+its node image: the time to check (and, when the source changed, refresh) it, or with
+`--docker-from-nothing` the time to build all three stages after removing every cached
+`wrack-node*` image (debootstrap included; slow, and it empties the cache on purpose).
 
 FUSE (`--fuse-mb`, 0 to skip): on one local node, the power-loss file system (LazyFS in
 Python, mounted at the broker's data dir) against the bare file system of the same node:
@@ -31,7 +35,32 @@ def _fmt(xs: list[float]) -> str:
     return f"median {statistics.median(xs):6.3f} s   max {max(xs):6.3f} s"
 
 
-def bench_backend(name: str, transport: str, nodes: int, rounds: int) -> None:
+def bench_docker_image(from_nothing: bool) -> bool:
+    """Print the node image's build (or check) time; False when docker is not usable here."""
+    try:
+        from clusters import docker, docker_image
+    except ValueError as e:
+        print(f"docker   skipped: {e}")
+        return False
+    if not docker.available():
+        print("docker   skipped: no Docker daemon answers")
+        return False
+    c = docker.client()
+    if from_nothing:
+        for kind in ("node", "deps", "base"):
+            for img in c.images.list(filters={"label": f"wrack.image={kind}"}):
+                c.images.remove(img.id, force=True)
+    t = time.perf_counter()
+    with docker_image.image_lock():
+        tag = docker.node_image(c)
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    what = "built from nothing" if from_nothing else "checked/refreshed"
+    print(f"{'docker/api':14s} image {tag} {what} in {time.perf_counter() - t:.1f} s (load average {load})")
+    return True
+
+
+def bench_backend(name: str, transport: str, nodes: int, rounds: int, label: str | None = None) -> None:
     try:
         mod = backend(name)
     except ValueError as e:
@@ -64,7 +93,7 @@ def bench_backend(name: str, transport: str, nodes: int, rounds: int) -> None:
             t = time.perf_counter()
             c.teardown()
             downs.append(time.perf_counter() - t)
-    label = f"{name}/{transport}"
+    label = label or f"{name}/{transport}"
     print(f"{label:14s} {nodes} nodes  up    {_fmt(ups)}")
     print(f"{label:14s} {nodes} nodes  down  {_fmt(downs)}")
     print(f"{label:14s} partition start+heal {_fmt(parts)}")
@@ -165,11 +194,16 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5)
     ap.add_argument("--backends", default="local,docker")
     ap.add_argument("--fuse-mb", type=int, default=64, help="MiB per FUSE throughput run (0: skip)")
+    ap.add_argument("--docker-from-nothing", action="store_true",
+                    help="remove the cached docker node images first and time the full build")
     a = ap.parse_args()
     for b in filter(None, a.backends.split(",")):
         if b == "local":
             bench_backend("local", "nsenter", a.nodes, a.rounds)
             bench_backend("local", "ssh", a.nodes, a.rounds)
+        elif b == "docker":
+            if bench_docker_image(a.docker_from_nothing):
+                bench_backend("docker", "nsenter", a.nodes, a.rounds, label="docker/api")
         else:
             bench_backend(b, "nsenter", a.nodes, a.rounds)
     if a.fuse_mb > 0:
