@@ -71,7 +71,8 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     if workload:
         options["workload"] = workload
     options.setdefault("workload", "queue")
-    policy = choose(options)
+    incomplete = test is None or test.get("end") is None
+    policy = choose(options, incomplete=incomplete)
     import workloads
 
     try:
@@ -95,7 +96,7 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["history"] = hstats
     results["check_seconds"] = round(time.monotonic() - t0, 3)
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    if hstats["dropped_lines"] or test is None or test.get("end") is None:
+    if hstats["dropped_lines"] or incomplete:
         results["incomplete_run"] = True
     store.write_json(run_dir / "results.json", results)
     return results

@@ -53,8 +53,19 @@ def _flush_per_message(flush_policy: Any) -> bool:
     return str(flush_policy) in ("every", "1", "always")
 
 
-def choose(options: Mapping[str, Any]) -> Policy:
-    """The policy for a test's options (see the module docstring)."""
+def _final_read_types() -> tuple[str, ...]:
+    try:
+        from checkers.queue.policy import POLICIES
+
+        return tuple(sorted(POLICIES["final-read-deadline"]))
+    except (ImportError, KeyError):
+        return ("unseen",)
+
+
+def choose(options: Mapping[str, Any], *, incomplete: bool = False) -> Policy:
+    """The policy for a test's options (see the module docstring). `incomplete`: the harness
+    stopped before the final read-back (killed), so acknowledged sends may never have been
+    read: the queue checker's `final-read-deadline` allowance (unseen) is added."""
     workload = options.get("workload", "queue")
     acks = str(options.get("acks", "all"))
     min_isr = int(options.get("min_isr", 2) or 1)
@@ -83,6 +94,11 @@ def choose(options: Mapping[str, Any]) -> Policy:
                        "page caches that a simultaneous power loss of the replicas drops")
     if not names:
         reasons.append("acks=all with min ISR >= 2: no acknowledged write may be lost, no anomaly is allowed")
+    if incomplete and workload == "queue":
+        allowed.update(_final_read_types())
+        names.append("final-read-deadline")
+        reasons.append("the harness stopped before the final read-back: acknowledged sends may not have "
+                       "been read yet (unseen is allowed; lost writes are not)")
     if options.get("safeguards_off"):
         reasons.append("safeguards switched off (" + ", ".join(options["safeguards_off"]) +
                        "): nothing more is allowed; the run is meant to find the bug they guard against")

@@ -277,9 +277,17 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], *, replication_fact
     deadline = time.monotonic() + timeout
     # librdkafka sends CreateTopics to the controller it learnt from metadata: fetch it first
     # (without it the first request waits for a controller until its timeout)
-    admin.list_topics(timeout=min(10.0, timeout))
-    pending = dict(topics)
     last_err = ""
+    while True:
+        try:
+            admin.list_topics(timeout=min(10.0, timeout))
+            break
+        except ck.KafkaException as e:
+            last_err = f"metadata: {e.args[0].name()} {e.args[0].str()}"
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no metadata from {bootstrap} in {timeout:g} s: {last_err}") from None
+            time.sleep(0.2)
+    pending = dict(topics)
     while pending and time.monotonic() < deadline:
         new = [NewTopic(t, num_partitions=n, replication_factor=replication_factor, config=dict(config or {}))
                for t, n in pending.items()]
@@ -301,7 +309,13 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], *, replication_fact
     if pending:
         raise RuntimeError(f"could not create topics {sorted(pending)} in {timeout:g} s: {last_err}")
     while True:
-        md = admin.list_topics(timeout=5)
+        try:
+            md = admin.list_topics(timeout=5)
+        except ck.KafkaException as e:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no metadata after creating topics: {e.args[0].str()}") from None
+            time.sleep(0.2)
+            continue
         missing = []
         for t, n in topics.items():
             tm = md.topics.get(t)
