@@ -1,11 +1,15 @@
-"""`wrack demo`: check the bundled example histories and print their verdicts.
+"""`wrack demo`: the main job, a real test on a 5-node local cluster, verdict and report.
 
-The examples live in ``examples/histories/`` and are named
-``<model>__<valid|invalid>__<what>.jsonl``; each is checked with the linearizability
-checker and its verdict compared with the one its name promises. Exit 0 when every
-verdict is as promised, 1 otherwise. ``--html DIR`` also writes each visualisation.
-(Until the cluster and broker are ready this is the whole demo; the harness turns it
-into a real cluster test later.)
+Bare `wrack demo` (what `make demo` runs) is `wrack test` with the demo's settings: a
+5-node local cluster, the queue workload with acks=all (min ISR 2, RF 3), partitions and
+kills for 60 s; it prints the verdict and the report's path, exit 0 valid, 1 invalid,
+2 unknown, 255 crash. Test options (`--time-limit`, `--nodes`, ...) override the demo's.
+
+`--examples-only` (or any of `--examples DIR`, `--html DIR`, `--json`) checks the bundled
+example histories instead, without a cluster: ``examples/histories/`` holds files named
+``<model>__<valid|invalid>__<what>.jsonl``; each is checked with the linearizability checker
+and its verdict compared with the one its name promises. Exit 0 when every verdict is as
+promised, 1 otherwise. ``--html DIR`` also writes each visualisation.
 """
 
 from __future__ import annotations
@@ -21,12 +25,22 @@ from harness.errors import EXIT_INVALID, EXIT_VALID, InputError
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "histories"
 
 
+DEMO = {"nodes": 5, "workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nemesis": ["partition", "kill"],
+        "time_limit": 60.0, "nemesis_interval": 8.0, "name": "demo"}
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="check the bundled example histories", description=__doc__.split("\n\n")[0])
-    p.add_argument("--examples", default=str(EXAMPLES), metavar="DIR", help="folder of example histories")
-    p.add_argument("--html", default=None, metavar="DIR", help="write each visualisation into DIR")
-    p.add_argument("--json", action="store_true", help="one JSON result per line instead of the table")
-    p.set_defaults(func=run)
+    from harness.cmd_test import add_test_options
+
+    p = sub.add_parser("demo", help="the main job: a 60 s test on a 5-node local cluster",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--examples-only", action="store_true",
+                   help="check the bundled example histories instead (no cluster)")
+    p.add_argument("--examples", default=None, metavar="DIR",
+                   help=f"examples mode: folder of example histories (default {EXAMPLES})")
+    p.add_argument("--html", default=None, metavar="DIR", help="examples mode: write each visualisation into DIR")
+    add_test_options(p)  # its --json also selects the examples mode (one JSON result per line)
+    p.set_defaults(func=run, **{k: v for k, v in DEMO.items()})
 
 
 def examples(folder: str | os.PathLike[str]) -> list[tuple[Path, str, bool]]:
@@ -58,6 +72,21 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.examples_only or args.examples or args.html or args.json:
+        return run_examples(args)
+    from harness.cmd_test import options_from_args, print_outcome
+    from harness.progress import Progress
+    from harness.runner import run_test
+
+    o = options_from_args(args)
+    sys.stderr.write(f"wrack demo: {o.nodes}-node local cluster, {o.workload} workload, acks={o.acks}, "
+                     f"faults {','.join(o.nemesis) or 'none'}, {o.time_limit:g} s\n")
+    out = run_test(o, Progress(enabled=not args.quiet))
+    print_outcome(out, False)
+    return out.exit_code
+
+
+def run_examples(args: argparse.Namespace) -> int:
     import json
 
     from checkers.linearizable.check import analyse
@@ -65,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     rows = []
     ok = True
-    for path, model, expect in examples(args.examples):
+    for path, model, expect in examples(args.examples or EXAMPLES):
         a = analyse(read_events(path, with_lines=True), model, path=str(path), with_lines=True, time_limit=60)
         result = a.result()
         good = result["valid"] is expect
