@@ -161,7 +161,10 @@ class DockerNode(Node):
     def _exit_code(self, api: Any, eid: str) -> int:
         deadline = time.monotonic() + 10
         while True:
-            info = api.exec_inspect(eid)
+            try:
+                info = api.exec_inspect(eid)
+            except Exception as e:  # the container went away meanwhile
+                raise NodeError(f"{self.name}: docker exec {eid[:12]}: {str(e).splitlines()[0][:300]}") from None
             if not info.get("Running") and info.get("ExitCode") is not None:
                 return int(info["ExitCode"])
             if time.monotonic() > deadline:
@@ -303,8 +306,8 @@ def create(spec: ClusterSpec) -> DockerCluster:
     c = client()
     with image_lock():
         if name in names():
-            raise FileExistsError(f"docker cluster {name!r} exists already "
-                                  f"(wrack cluster down --backend docker --name {name})")
+            raise FileExistsError(f"docker cluster {name!r} exists already, or its leftovers do "
+                                  f"(wrack cluster down --backend docker --force --name {name})")
         image = node_image(c)
         try:
             net, subnet = _create_network(c, name)
