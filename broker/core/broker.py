@@ -29,6 +29,8 @@ from broker.core.messages import (
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
     CheckpointHighWatermarks,
+    DeletePartitionLog,
+    Endpoint,
     FetchPartition,
     FetchPartitionResponse,
     FetchRequest,
@@ -47,9 +49,14 @@ from broker.core.messages import (
     ShutdownComplete,
     TopicPartition,
 )
-from broker.core.metadata import MetadataImage, PartitionChangeRecord, PartitionRecord
+from broker.core.metadata import MetadataImage, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord
 from broker.core.replica import FOLLOWER, LEADER, PartitionReplica, ReplicaEvents, ReplicaSettings
 from broker.logapi import PartitionLog
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
 
 STARTING = "STARTING"
 RECOVERY = "RECOVERY"
@@ -71,6 +78,22 @@ class BrokerConfig:
     hw_checkpoint_interval_ms: int = 5000
     min_insync_replicas: int = 1
     safeguards: sg.SafeguardSet = sg.ALL_ON
+    listeners: tuple[Endpoint, ...] = ()
+    # Heartbeat as soon as the metadata covers our registration (as Kafka's lifecycle
+    # manager) instead of at the next interval; the real shell sets it, the simulation's
+    # seeded schedules keep the plain interval.
+    unfence_when_caught_up: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetResult:
+    """ListOffsets for one partition: the offset (-1 if none matches), the timestamp of
+    the record found (-1 unless looked up by timestamp) and its leader epoch."""
+
+    error: ErrorCode
+    offset: int = -1
+    timestamp: int = -1
+    leader_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -115,6 +138,7 @@ class Broker:
         self._next_heartbeat = 0
         self._metadata_cid = -1
         self._metadata_sent = 0
+        self._metadata_retry_at = 0
         self._fetchers: dict[int, _Fetcher] = {}
         self._parked: list[_Parked] = []
         self._next_isr_check = 0
@@ -159,6 +183,18 @@ class Broker:
         self._parked = [p for p in self._parked if p.src != node]
         return Actions()
 
+    def controller_connection_lost(self, now: int) -> Actions:
+        """The shell's connection to the controller broke: the metadata fetch (and a
+        registration) in flight will not be answered; send them again after
+        `replica_fetch_backoff_ms` instead of after the request timeout. Heartbeats need
+        nothing: they go out on their own schedule."""
+        if self._metadata_cid >= 0:
+            self._metadata_cid = -1
+            self._metadata_retry_at = now + self.config.replica_fetch_backoff_ms
+        if self.state == STARTING and self._registration_at is not None:
+            self._registration_at = min(self._registration_at, now + self.config.replica_fetch_backoff_ms)
+        return Actions()
+
     def handle(self, src: int | str, msg: object, now: int) -> Actions:
         acts = Actions()
         if self.state == SHUT_DOWN:
@@ -198,7 +234,7 @@ class Broker:
             return acts
         if now >= self._next_heartbeat:
             self._send_heartbeat(now, acts)
-        if self._metadata_cid < 0 or now - self._metadata_sent >= c.request_timeout_ms:
+        if (now >= self._metadata_retry_at if self._metadata_cid < 0 else now - self._metadata_sent >= c.request_timeout_ms):
             self._send_metadata_fetch(now, acts)
         for leader, f in self._fetchers.items():
             if f.correlation_id >= 0 and now - f.sent_at >= c.request_timeout_ms:
@@ -237,7 +273,7 @@ class Broker:
             return self._registration_at
         ds = [self._next_checkpoint, self._next_isr_check]
         ds.append(self._next_heartbeat)
-        ds.append(self._metadata_sent + c.request_timeout_ms if self._metadata_cid >= 0 else 0)
+        ds.append(self._metadata_sent + c.request_timeout_ms if self._metadata_cid >= 0 else self._metadata_retry_at)
         for f in self._fetchers.values():
             if f.correlation_id >= 0:
                 ds.append(f.sent_at + c.request_timeout_ms)
@@ -259,7 +295,9 @@ class Broker:
         self._registration_at = now + self.config.request_timeout_ms
         acts.send(
             self.config.controller_id,
-            BrokerRegistrationRequest(self._registration_cid, self.id, self.incarnation_id, self.previous_broker_epoch),
+            BrokerRegistrationRequest(
+                self._registration_cid, self.id, self.incarnation_id, self.previous_broker_epoch, self.config.listeners
+            ),
         )
 
     def _on_registration_response(self, msg: BrokerRegistrationResponse, now: int, acts: Actions) -> None:
@@ -327,13 +365,32 @@ class Broker:
             off += 1
             if isinstance(rec, PartitionRecord | PartitionChangeRecord):
                 touched[rec.tp] = None
+            elif isinstance(rec, RemoveTopicRecord):
+                for tp in [tp for tp in self.partitions if tp.topic == rec.name]:
+                    self._remove_partition(tp, now, acts)
+                    touched.pop(tp, None)
         for tp in touched:
             self._apply_partition(tp, now, acts)
+        if self.config.unfence_when_caught_up and self.state == RECOVERY and msg.records and self.image.next_offset > self.broker_epoch:
+            # caught up with our registration: ask to be unfenced now, not at the next
+            # heartbeat (Kafka's lifecycle manager does the same)
+            self._next_heartbeat = min(self._next_heartbeat, now + 10)
         if self.state in (RECOVERY, RUNNING, PENDING_CONTROLLED_SHUTDOWN):
             self._send_metadata_fetch(now, acts)
         if touched:
             self._wake_parked(now, acts, set(touched))
             self._send_fetches(now, acts)
+
+    def _remove_partition(self, tp: TopicPartition, now: int, acts: Actions) -> None:
+        """The topic was deleted: fail what waits on the replica, forget it, delete its log."""
+        r = self.partitions.pop(tp)
+        ev = ReplicaEvents()
+        r._lose_leadership(ev, ErrorCode.unknown_topic_or_partition)
+        for client, resp in ev.produce_responses:
+            acts.send(client, resp)
+        self._hwm_checkpoint.pop(tp, None)
+        acts.other.append(DeletePartitionLog(tp))
+        self._wake_parked(now, acts, {tp})
 
     def partition_guards(self, topic: str) -> sg.SafeguardSet:
         return self.config.safeguards.union(sg.parse_config(self.image.topic_config(topic, "wrack.safeguards.off", "")))
@@ -387,11 +444,17 @@ class Broker:
             acts.send(src, resp)
         self._flush(r, ev, now, acts)
 
+    def _missing_error(self, tp: TopicPartition) -> ErrorCode:
+        """The error for a partition without a local replica."""
+        return ErrorCode.not_leader_or_follower if tp in self.image.partitions else ErrorCode.unknown_topic_or_partition
+
     # ------------------------------------------------------------ fetch: leader side
     def _serve_fetch(self, req: FetchRequest, now: int, acts: Actions) -> tuple[FetchResponse, bool]:
         """Evaluate a fetch; returns (response, worth sending now)."""
         out = []
-        interesting = req.replica_id < 0 or req.max_wait_ms <= 0
+        interesting = req.max_wait_ms <= 0
+        budget = req.max_bytes  # consumer fetches: total records bytes (KIP-74: at least one batch)
+        got = 0
         for p in req.partitions:
             r = self.partitions.get(p.tp)
             if r is None:
@@ -400,7 +463,19 @@ class Broker:
                 continue
             if req.replica_id < 0:
                 err = r.check_leader_epoch(p.current_leader_epoch)
-                out.append(r.consumer_read(p.fetch_offset, p.partition_max_bytes) if err is ErrorCode.none else r._error(err))
+                if err is not ErrorCode.none:
+                    out.append(r._error(err))
+                    interesting = True
+                    continue
+                if got and budget <= 0:  # the response is full: the partition's state only
+                    out.append(FetchPartitionResponse(p.tp, ErrorCode.none, r.high_watermark, r.log.log_start_offset))
+                    continue
+                resp = r.consumer_read(p.fetch_offset, max(1, min(p.partition_max_bytes, budget)))
+                out.append(resp)
+                got += len(resp.records)
+                budget -= len(resp.records)
+                if resp.error is not ErrorCode.none:
+                    interesting = True
                 continue
             ev = ReplicaEvents()
             resp = r.handle_follower_fetch(req.replica_id, req.replica_epoch, p, self.image, now, ev)
@@ -408,6 +483,8 @@ class Broker:
             out.append(resp)
             if resp.error is not ErrorCode.none or resp.records or resp.diverging_epoch is not None:
                 interesting = True
+        if req.replica_id < 0 and got >= max(req.min_bytes, 1):
+            interesting = True
         return FetchResponse(req.correlation_id, tuple(out)), interesting
 
     def _on_fetch(self, src: int, req: FetchRequest, now: int, acts: Actions) -> None:
@@ -427,7 +504,10 @@ class Broker:
             (wake if hit else keep).append(p)
         self._parked = keep
         for p in wake:
-            resp, _ = self._serve_fetch(p.request, now, acts)
+            resp, interesting = self._serve_fetch(p.request, now, acts)
+            if p.request.replica_id < 0 and not interesting and now < p.deadline:
+                self._parked.append(p)  # a consumer waits for min_bytes (or its deadline)
+                continue
             acts.send(p.src, resp)
 
     # ------------------------------------------------------------ fetch: follower side
@@ -469,6 +549,36 @@ class Broker:
         err, eo = r.end_offset_for_epoch(msg.current_leader_epoch, msg.leader_epoch)
         return OffsetsForLeaderEpochResponse(msg.correlation_id, msg.tp, err, eo.epoch, eo.end_offset)
 
+    def leader_error(self, tp: TopicPartition) -> ErrorCode:
+        """Whether this broker leads `tp` now (what a produce with acks=0 would find)."""
+        r = self.partitions.get(tp)
+        if r is None:
+            return self._missing_error(tp)
+        return ErrorCode.none if r.role == LEADER else ErrorCode.not_leader_or_follower
+
+    def list_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> ListOffsetResult:
+        """ListOffsets (consumer view, served by the leader with epoch fencing): earliest
+        (-2), latest (-1: the HWM) or the first offset with a timestamp >= `timestamp`
+        below the HWM (the log's `offset_for_timestamp`, if it has one)."""
+        r = self.partitions.get(tp)
+        if r is None:
+            return ListOffsetResult(self._missing_error(tp))
+        err = r.check_leader_epoch(current_leader_epoch)
+        if err is not ErrorCode.none:
+            return ListOffsetResult(err)
+        log = r.log
+        if timestamp == EARLIEST_TIMESTAMP:
+            return ListOffsetResult(ErrorCode.none, log.log_start_offset, -1, _epoch_at(log, log.log_start_offset))
+        if timestamp == LATEST_TIMESTAMP:
+            return ListOffsetResult(ErrorCode.none, r.high_watermark, -1, _epoch_at(log, r.high_watermark - 1))
+        lookup = getattr(log, "offset_for_timestamp", None)
+        if timestamp < 0 or lookup is None:
+            return ListOffsetResult(ErrorCode.invalid_request if timestamp < 0 else ErrorCode.unsupported_version)
+        found = lookup(timestamp)  # (offset, timestamp, leader_epoch) of the first record at or after it
+        if found is None or found.offset >= r.high_watermark:
+            return ListOffsetResult(ErrorCode.none)
+        return ListOffsetResult(ErrorCode.none, found.offset, found.timestamp, _epoch_at(log, found.offset))
+
     def _on_log_info(self, msg: GetReplicaLogInfoRequest) -> GetReplicaLogInfoResponse:
         r = self.partitions.get(msg.tp)
         if r is None:
@@ -483,3 +593,13 @@ class Broker:
         )
         brokers = tuple(sorted(b for b, info in self.image.brokers.items() if not info.fenced))
         return MetadataResponse(msg.correlation_id, brokers, parts, self.config.controller_id)
+
+
+def _epoch_at(log: PartitionLog, offset: int) -> int:
+    """The leader epoch of the record at `offset` per the epoch cache (-1 if unknown)."""
+    epoch = -1
+    for e, start in log.epoch_entries():
+        if start > offset:
+            break
+        epoch = e
+    return epoch

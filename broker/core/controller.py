@@ -28,6 +28,8 @@ from broker.core.messages import (
     BrokerRegistrationResponse,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteTopicRequest,
+    DeleteTopicResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     GetReplicaLogInfoRequest,
@@ -47,6 +49,7 @@ from broker.core.metadata import (
     PartitionRecord,
     PartitionRegistration,
     RegisterBrokerRecord,
+    RemoveTopicRecord,
     TopicRecord,
 )
 from broker.core.placement import PlacementError, assign_replicas
@@ -245,6 +248,8 @@ class Controller:
             acts.send(src, self._on_alter_partition(msg, acts))
         elif isinstance(msg, CreateTopicRequest):
             acts.send(src, self._on_create_topic(msg, acts))
+        elif isinstance(msg, DeleteTopicRequest):
+            acts.send(src, self._on_delete_topic(msg, acts))
         elif isinstance(msg, ElectLeadersRequest):
             acts.send(src, self._on_elect_leaders(msg, acts))
         elif isinstance(msg, GetReplicaLogInfoResponse):
@@ -316,7 +321,7 @@ class Controller:
             if req.previous_broker_epoch != b.broker_epoch:
                 self._handle_unclean_shutdown(req.broker_id, acts)
         epoch = self.quorum.end_offset
-        self._commit(RegisterBrokerRecord(req.broker_id, epoch, req.incarnation_id, fenced=True), acts)
+        self._commit(RegisterBrokerRecord(req.broker_id, epoch, req.incarnation_id, True, req.listeners), acts)
         self.last_heartbeat[req.broker_id] = now_ms
         self.shutdown_offset.pop(req.broker_id, None)
         return BrokerRegistrationResponse(req.correlation_id, ErrorCode.none, epoch)
@@ -391,6 +396,14 @@ class Controller:
             reg = PartitionRegistration(replicas=replicas, isr=replicas, leader=replicas[0])
             self._commit(PartitionRecord(TopicPartition(req.name, i), reg), acts)
         return CreateTopicResponse(req.correlation_id, req.name, ErrorCode.none)
+
+    def _on_delete_topic(self, req: DeleteTopicRequest, acts: Actions) -> DeleteTopicResponse:
+        if req.name not in self.image.topics:
+            return DeleteTopicResponse(req.correlation_id, req.name, ErrorCode.unknown_topic_or_partition, f"no topic {req.name!r}")
+        for tp in [tp for tp in self._recovery if tp.topic == req.name]:
+            del self._recovery[tp]
+        self._commit(RemoveTopicRecord(req.name), acts)
+        return DeleteTopicResponse(req.correlation_id, req.name, ErrorCode.none)
 
     # ------------------------------------------------------------ AlterPartition
     def _on_alter_partition(self, req: AlterPartitionRequest, acts: Actions) -> AlterPartitionResponse:

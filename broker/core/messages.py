@@ -31,6 +31,16 @@ class TopicPartition(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A listener a broker advertises (Kafka's BrokerRegistration `Listeners`): the shell
+    puts them in the registration; clients and peers find the broker through them."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
 class EpochEndOffset:
     """OffsetsForLeaderEpoch / DivergingEpoch payload: an epoch and its end offset."""
 
@@ -52,13 +62,17 @@ class FetchPartition:
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     """A follower's (replica_id >= 0) or consumer's (replica_id == -1) fetch.
-    `replica_epoch` is the follower's broker epoch (KIP-903), -1 for consumers."""
+    `replica_epoch` is the follower's broker epoch (KIP-903), -1 for consumers.
+    A consumer fetch waits (up to `max_wait_ms`) until it can return `min_bytes`; its
+    records stop at about `max_bytes` in total (at least one batch, as KIP-74)."""
 
     correlation_id: int
     replica_id: int
     replica_epoch: int
     partitions: tuple[FetchPartition, ...]
     max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +167,7 @@ class BrokerRegistrationRequest:
     broker_id: int
     incarnation_id: str
     previous_broker_epoch: int = -1
+    listeners: tuple[Endpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +285,20 @@ class CreateTopicResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class DeleteTopicRequest:
+    correlation_id: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicResponse:
+    correlation_id: int
+    name: str
+    error: ErrorCode
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ElectLeadersRequest:
     """Admin election; `election_type` 0 = preferred, 1 = unclean (the `manual` recovery)."""
 
@@ -310,6 +339,13 @@ class ShutdownComplete:
     broker_epoch: int
 
 
+@dataclass(frozen=True, slots=True)
+class DeletePartitionLog:
+    """The partition's topic was deleted: the shell removes the replica's log."""
+
+    tp: TopicPartition
+
+
 @dataclass(slots=True)
 class Actions:
     """What one call into a state machine asks the shell to do, in order."""
@@ -329,6 +365,7 @@ CONTROLLER_BOUND = (
     MetadataFetchRequest,
     AlterPartitionRequest,
     CreateTopicRequest,
+    DeleteTopicRequest,
     ElectLeadersRequest,
     GetReplicaLogInfoResponse,
 )

@@ -11,9 +11,10 @@ Persistent form (what the shell writes): one JSON object per line, append-only,
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from broker.core.messages import TopicPartition
+from broker.core.messages import Endpoint, TopicPartition
 
 RECOVERED = 0
 RECOVERING = 1
@@ -25,6 +26,7 @@ class RegisterBrokerRecord:
     broker_epoch: int
     incarnation_id: str
     fenced: bool = True
+    listeners: tuple[Endpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,13 @@ class BrokerRegistrationChangeRecord:
 class TopicRecord:
     name: str
     configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    """DeleteTopics: the topic and all its partitions are gone."""
+
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +79,21 @@ class PartitionChangeRecord:
 
 
 MetadataRecord = (
-    RegisterBrokerRecord | BrokerRegistrationChangeRecord | TopicRecord | PartitionRecord | PartitionChangeRecord
+    RegisterBrokerRecord
+    | BrokerRegistrationChangeRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
 )
+
+# Topic ids are derived from the name and the offset of the TopicRecord, so every node
+# computes the same id and a re-created topic gets a new one.
+_TOPIC_ID_NAMESPACE = uuid.UUID("5b0b6b5e-9a57-4a53-8f61-77726163b000")
+
+
+def topic_id_for(name: str, record_offset: int) -> uuid.UUID:
+    return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{name}@{record_offset}")
 
 
 @dataclass(slots=True)
@@ -81,6 +103,7 @@ class BrokerInfo:
     incarnation_id: str
     fenced: bool = True
     in_controlled_shutdown: bool = False
+    listeners: tuple[Endpoint, ...] = ()
 
 
 @dataclass(slots=True)
@@ -91,6 +114,7 @@ class MetadataImage:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, dict[str, str]] = field(default_factory=dict)
     partitions: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
 
     def apply(self, offset: int, record: MetadataRecord) -> None:
         """Apply the record at `offset` (must be `next_offset`)."""
@@ -98,7 +122,7 @@ class MetadataImage:
             raise ValueError(f"metadata record at offset {offset}, expected {self.next_offset}")
         if isinstance(record, RegisterBrokerRecord):
             self.brokers[record.broker_id] = BrokerInfo(
-                record.broker_id, record.broker_epoch, record.incarnation_id, record.fenced
+                record.broker_id, record.broker_epoch, record.incarnation_id, record.fenced, listeners=record.listeners
             )
         elif isinstance(record, BrokerRegistrationChangeRecord):
             b = self.brokers.get(record.broker_id)
@@ -109,6 +133,12 @@ class MetadataImage:
                     b.in_controlled_shutdown = record.in_controlled_shutdown
         elif isinstance(record, TopicRecord):
             self.topics[record.name] = dict(record.configs)
+            self.topic_ids[record.name] = topic_id_for(record.name, offset)
+        elif isinstance(record, RemoveTopicRecord):
+            self.topics.pop(record.name, None)
+            self.topic_ids.pop(record.name, None)
+            for tp in [tp for tp in self.partitions if tp.topic == record.name]:
+                del self.partitions[tp]
         elif isinstance(record, PartitionRecord | PartitionChangeRecord):
             self.partitions[record.tp] = record.registration
         else:
@@ -131,7 +161,14 @@ class MetadataImage:
 # ---------------------------------------------------------------- file encoding
 _TYPES = {
     c.__name__: c
-    for c in (RegisterBrokerRecord, BrokerRegistrationChangeRecord, TopicRecord, PartitionRecord, PartitionChangeRecord)
+    for c in (
+        RegisterBrokerRecord,
+        BrokerRegistrationChangeRecord,
+        TopicRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        RemoveTopicRecord,
+    )
 }
 
 
@@ -158,6 +195,8 @@ def decode_line(line: bytes | str, where: str = "metadata log") -> tuple[int, Me
             )
         if "configs" in d:
             d["configs"] = tuple(tuple(kv) for kv in d["configs"])
+        if "listeners" in d:
+            d["listeners"] = tuple(Endpoint(str(e["name"]), str(e["host"]), int(e["port"])) for e in d["listeners"])
         if not isinstance(offset, int):
             raise TypeError("offset is not an integer")
         return offset, cls(**d)
