@@ -1,0 +1,588 @@
+"""One `wrack-broker` process: the asyncio shell around the sans-IO core.
+
+`Node` owns the clock (monotonic milliseconds), the core state machines (the `Broker`
+when `process.roles` has broker, the `Controller` when it has controller), the storage
+(LogManager or the in-memory stand-in), the committed-offset store, the listeners and
+the inter-node links. It follows the integration contract of docs/broker-replication.md:
+every message goes through `handle`, `tick` runs when `next_deadline` passes, and the
+returned `Actions` are routed:
+
+- to a Kafka client of this process (a `str` address): the waiting request's callback,
+  found by correlation id;
+- from the broker to the controller (`CONTROLLER_BOUND` types): in process when this
+  node is the controller, else over the link to the `controller.quorum.voters` address;
+- from the broker to a peer broker: requests over our link to the peer's inter-broker
+  listener, responses over the link the request came in on;
+- from the controller to a broker: in process for our own broker, else over the link
+  the broker opened to us.
+
+Metadata records are appended to the controller's file and fsynced before any action
+that depends on them is sent. Messages between the co-located machines go through a
+queue drained after each event (no recursion). SIGTERM starts a controlled shutdown;
+`ShutdownComplete` (or the shutdown timeout) flushes the logs and writes the
+clean-shutdown marker through the store; a second signal exits at once, after a flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from broker.config import BrokerSettings
+from broker.core import safeguards as sg
+from broker.core.broker import RUNNING, Broker, BrokerConfig
+from broker.core.controller import Controller, ControllerConfig, LocalMetadataQuorum
+from broker.core.messages import (
+    CONTROLLER_BOUND,
+    Actions,
+    CheckpointHighWatermarks,
+    CreateTopicResponse,
+    DeletePartitionLog,
+    DeleteTopicResponse,
+    ElectLeadersResponse,
+    Endpoint,
+    FetchResponse,
+    MetadataResponse,
+    OffsetsForLeaderEpochResponse,
+    ShutdownComplete,
+    TopicPartition,
+)
+from broker.core.metadata import MetadataRecord, encode_record, metadata_log_from_lines
+from broker.server.logstore import open_store
+from broker.server.offsets import OffsetStore
+from broker.server.transport import Link, Links
+from broker.storage import LogManager
+from broker.wire import internal
+
+BROKER = "broker"
+CONTROLLER = "controller"
+_REPLIES = (FetchResponse, OffsetsForLeaderEpochResponse, MetadataResponse)
+_ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse)
+METADATA_FILE = "wrack-metadata.log"
+OFFSETS_FILE = "wrack-consumer-offsets.log"
+
+
+class StartupError(Exception):
+    """The process cannot start (e.g. a listener's port is taken): one line, exit 254."""
+
+
+class MetadataFile:
+    """The controller's metadata log on disk: one JSON record per line (core/metadata.py)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: Any = None
+        self.dirty = False
+
+    def load(self) -> Any:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lines = self.path.read_bytes().splitlines(keepends=True) if self.path.exists() else []
+        log = metadata_log_from_lines(lines, str(self.path))  # ValueError names path:line
+        good = sum(len(x) for x in lines[: _complete_lines(lines)])
+        if self.path.exists() and good != self.path.stat().st_size:
+            os.truncate(self.path, good)  # drop a torn last line before appending after it
+        self._fh = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
+        return log
+
+    def append(self, offset: int, record: MetadataRecord) -> None:
+        self._fh.write(encode_record(offset, record))
+        self.dirty = True
+
+    def sync(self) -> None:
+        if self.dirty:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self.dirty = False
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self.sync()
+            self._fh.close()
+            self._fh = None
+
+
+def _complete_lines(lines: list[bytes]) -> int:
+    """How many leading lines are whole (the last may be torn: no newline)."""
+    if lines and not lines[-1].endswith(b"\n"):
+        return len(lines) - 1
+    return len(lines)
+
+
+class Node:
+    """The process: see the module docstring."""
+
+    def __init__(self, settings: BrokerSettings, logger: logging.Logger) -> None:
+        self.s = settings
+        self.log = logger
+        self.node_id = settings.node_id
+        self.broker: Broker | None = None
+        self.controller: Controller | None = None
+        self.store: LogManager | None = None
+        self.offsets: OffsetStore | None = None
+        self.metadata_file: MetadataFile | None = None
+        self.links = Links(self, settings.node_id, logger.getChild("links"), settings.socket_request_max_bytes)
+        self.servers: list[asyncio.base_events.Server] = []
+        self.connections: set[Any] = set()
+        self._local: deque[tuple[str, int | str, object]] = deque()
+        self._draining = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._rearm_pending = False
+        self._cid = 0
+        self.waiters: dict[int, Callable[[Any], None]] = {}
+        self.admin_waiters: dict[int, asyncio.Future[Any]] = {}
+        self.metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._image_offset = -1
+        self.shutting_down = False
+        self._shutdown_deadline: int | None = None
+        self.done: asyncio.Future[int] | None = None
+        self.exit_code = 0
+        self._clients_served = False
+        self._bound: list[tuple[Any, socket.socket]] = []
+        from broker.server.handlers import Handlers
+
+        self.handlers = Handlers(self)
+
+    # ------------------------------------------------------------ clock and ids
+    @staticmethod
+    def now() -> int:
+        return int(time.monotonic() * 1000)
+
+    def new_cid(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    # ------------------------------------------------------------ startup
+    async def start(self) -> None:
+        s = self.s
+        loop = asyncio.get_running_loop()
+        self.done = loop.create_future()
+        now = self.now()
+        safeguards = sg.SafeguardSet(frozenset(s.safeguards_off))
+        if s.safeguards_off:
+            self.log.warning("safeguards OFF: %s", ", ".join(sorted(s.safeguards_off)))
+        for k in s.unknown:
+            self.log.warning("unknown property %s=%s (ignored)", k, s.raw[k])
+        if s.is_controller:
+            self.metadata_file = MetadataFile(Path(s.metadata_log_dir) / METADATA_FILE)
+            mlog = self.metadata_file.load()
+            quorum = LocalMetadataQuorum(mlog, on_append=self.metadata_file.append)
+            self.controller = Controller(
+                ControllerConfig(
+                    node_id=s.node_id,
+                    broker_session_timeout_ms=s.broker_session_timeout_ms,
+                    min_insync_replicas=s.min_insync_replicas,
+                    unclean_leader_election_enable=s.unclean_leader_election_enable,
+                    unclean_recovery_strategy=s.unclean_recovery_strategy,
+                    safeguards=safeguards,
+                ),
+                quorum,
+            )
+            self.log.info("controller: metadata log %s with %d records", self.metadata_file.path, mlog.end_offset)
+        if s.is_broker:
+            self.store = open_store(list(s.log_dirs), dict(s.storage), self.log.getChild("storage"), self.now)
+            info = self.store.startup()
+            self.log.info(
+                "storage: %s shutdown, previous broker epoch %d",
+                "clean" if info.clean_shutdown else "unclean", info.previous_broker_epoch,
+            )
+            self.offsets = OffsetStore(Path(s.log_dirs[0]) / OFFSETS_FILE)
+            self.offsets.load()
+            store = self.store
+            self.broker = Broker(
+                BrokerConfig(
+                    node_id=s.node_id,
+                    controller_id=s.controller.node_id,
+                    broker_heartbeat_interval_ms=s.broker_heartbeat_interval_ms,
+                    replica_lag_time_max_ms=s.replica_lag_time_max_ms,
+                    replica_fetch_wait_max_ms=s.replica_fetch_wait_max_ms,
+                    replica_fetch_backoff_ms=s.replica_fetch_backoff_ms,
+                    request_timeout_ms=s.replica_socket_timeout_ms,
+                    hw_checkpoint_interval_ms=s.replica_high_watermark_checkpoint_interval_ms,
+                    min_insync_replicas=s.min_insync_replicas,
+                    safeguards=safeguards,
+                    listeners=tuple(Endpoint(li.name, li.host, li.port) for li in s.advertised_listeners),
+                    unfence_when_caught_up=True,
+                ),
+                store.get_or_create,
+                str(uuid.uuid4()),
+                info.previous_broker_epoch,
+                dict(info.hw_checkpoint),
+            )
+        await self._listen()
+        if self.controller is not None:
+            self._apply(CONTROLLER, self.controller.start(now))
+        if self.broker is not None:
+            self._apply(BROKER, self.broker.start(now))
+        self._drain()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_shutdown, sig)
+        self.log.info(
+            "node %d started: roles %s, listeners %s", s.node_id, ",".join(sorted(s.process_roles)),
+            ", ".join(f"{li.name}://{li.host}:{li.port}" for li in s.listeners),
+        )
+
+    async def _listen(self) -> None:
+        """Bind every listener now (a taken port is a startup error); serve the controller
+        listeners at once and the client listeners once the broker is unfenced (as Kafka:
+        a broker takes requests once it has caught up and been unfenced)."""
+        self._bound = []
+        for li in self.s.listeners:
+            host = li.host or "0.0.0.0"
+            try:
+                family = socket.AF_INET6 if ":" in host else socket.AF_INET
+                sock = socket.socket(family, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, li.port))
+                sock.setblocking(False)
+            except OSError as e:
+                raise StartupError(f"listener {li.name}://{li.host}:{li.port}: {e.strerror or e}") from None
+            self._bound.append((li, sock))
+        await self._serve(controller_listeners=True)
+        if self.broker is None:
+            await self._serve(controller_listeners=False)
+
+    async def _serve(self, controller_listeners: bool) -> None:
+        from broker.server.connection import KafkaConnection
+
+        loop = asyncio.get_running_loop()
+        for li, sock in self._bound:
+            is_ctl = li.name in self.s.controller_listener_names
+            if is_ctl != controller_listeners:
+                continue
+            server = await loop.create_server(lambda li=li, is_ctl=is_ctl: KafkaConnection(self, li.name, is_ctl),
+                                              sock=sock, backlog=1024)
+            self.servers.append(server)
+            self.log.info("listening on %s://%s:%d", li.name, li.host, li.port)
+
+    def _maybe_serve_clients(self) -> None:
+        if self._clients_served or self.broker is None or self.broker.state != RUNNING:
+            return
+        self._clients_served = True
+        self.log.info("broker %d is unfenced (broker epoch %d)", self.node_id, self.broker.broker_epoch)
+        task = asyncio.get_running_loop().create_task(self._serve(controller_listeners=False))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or self._fatal(t.exception()))
+
+    def _fatal(self, exc: BaseException | None) -> None:
+        self.log.error("cannot serve clients: %s", exc)
+        self.exit_code = 254
+        self._stop(254)
+
+    # ------------------------------------------------------------ core calls
+    def to_broker(self, src: int | str, msg: object, waiter: Callable[[Any], None] | None = None) -> None:
+        """Deliver a message from a Kafka client (or a peer) to the broker machine;
+        `waiter` gets the response carrying the message's correlation id."""
+        assert self.broker is not None
+        if waiter is not None:
+            self.waiters[msg.correlation_id] = waiter  # type: ignore[attr-defined]
+        self._apply(BROKER, self.broker.handle(src, msg, self.now()))
+        self._drain()
+
+    def _dispatch(self, target: str, src: int | str, msg: object) -> None:
+        if isinstance(msg, _ADMIN_REPLIES):
+            fut = self.admin_waiters.pop(msg.correlation_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+            return
+        if target == CONTROLLER:
+            if self.controller is None:
+                self.log.warning("no controller here for %s from %s", type(msg).__name__, src)
+                return
+            self._apply(CONTROLLER, self.controller.handle(src, msg, self.now()))
+        else:
+            if self.broker is None:
+                self.log.warning("no broker here for %s from %s", type(msg).__name__, src)
+                return
+            self._apply(BROKER, self.broker.handle(src, msg, self.now()))
+
+    def _drain(self) -> None:
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._local:
+                target, src, msg = self._local.popleft()
+                self._dispatch(target, src, msg)
+        finally:
+            self._draining = False
+        self._schedule_rearm()
+
+    def _apply(self, role: str, acts: Actions) -> None:
+        if role == CONTROLLER and self.metadata_file is not None:
+            self.metadata_file.sync()  # the records before the messages that depend on them
+        for send in acts.sends:
+            self._route(role, send.to, send.message)
+        for o in acts.other:
+            if isinstance(o, CheckpointHighWatermarks):
+                if self.store is not None:
+                    self.store.checkpoint_high_watermarks(o.high_watermarks)
+            elif isinstance(o, DeletePartitionLog):
+                self._delete_log(o.tp)
+            elif isinstance(o, ShutdownComplete):
+                self._finish_broker_shutdown(o.broker_epoch, "controlled shutdown complete")
+        if role == BROKER and self.broker is not None and self.broker.image.next_offset != self._image_offset:
+            self._image_offset = self.broker.image.next_offset
+            self._check_metadata_waiters()
+        if role == BROKER and not self._clients_served:
+            self._maybe_serve_clients()
+        self._schedule_rearm()
+
+    def _route(self, role: str, to: int | str, msg: object) -> None:
+        if isinstance(to, str):
+            cb = self.waiters.pop(msg.correlation_id, None)  # type: ignore[attr-defined]
+            if cb is not None:
+                cb(msg)
+            return
+        if role == BROKER:
+            if isinstance(msg, CONTROLLER_BOUND):
+                if self.controller is not None:
+                    self._local.append((CONTROLLER, self.node_id, msg))
+                else:
+                    self._send_to_controller(msg)
+            elif isinstance(msg, _REPLIES):
+                link = self.links.inbound_link(to, internal.ROLE_BROKER) or self.links.outbound_link(to, internal.ROLE_BROKER)
+                if link is not None:
+                    link.send(msg)
+            else:
+                self._send_to_broker(to, msg)
+        else:
+            if to == self.node_id and self.broker is not None:
+                self._local.append((BROKER, self.node_id, msg))
+                return
+            link = self.links.inbound_link(to, internal.ROLE_CONTROLLER)
+            if link is not None:
+                link.send(msg)
+
+    def _send_to_controller(self, msg: object) -> None:
+        v = self.s.controller
+        link = self.links.connect(v.node_id, internal.ROLE_CONTROLLER, v.host, v.port)
+        link.send(msg)
+
+    def _send_to_broker(self, to: int, msg: object) -> None:
+        assert self.broker is not None
+        info = self.broker.image.brokers.get(to)
+        ep = None
+        if info is not None:
+            ep = next((e for e in info.listeners if e.name == self.s.inter_broker_listener_name), None)
+        if ep is None:
+            self.log.debug("no %s endpoint for node %d", self.s.inter_broker_listener_name, to)
+            asyncio.get_running_loop().call_soon(self._lost_peer, to)
+            return
+        link = self.links.connect(to, internal.ROLE_BROKER, ep.host, ep.port)
+        if not link.send(msg):
+            asyncio.get_running_loop().call_soon(self._lost_peer, to)
+
+    def _lost_peer(self, peer: int) -> None:
+        if self.broker is not None and not self.shutting_down:
+            self._apply(BROKER, self.broker.connection_lost(peer, self.now()))
+            self._drain()
+
+    # ------------------------------------------------------------ links (LinkOwner)
+    def on_link_hello(self, link: Link) -> bool:
+        if link.role == internal.ROLE_CONTROLLER and self.controller is None:
+            self.log.warning("%r: no controller on this node; refusing", link)
+            return False
+        if link.role == internal.ROLE_BROKER and self.broker is None:
+            self.log.warning("%r: no broker on this node; refusing", link)
+            return False
+        self.links.register_inbound(link)
+        self.log.debug("%r: connected", link)
+        return True
+
+    def on_link_message(self, link: Link, msg: object) -> None:
+        if link.outbound:
+            target = BROKER  # answers (and controller requests) to our broker
+        else:
+            target = CONTROLLER if link.role == internal.ROLE_CONTROLLER else BROKER
+        if target == CONTROLLER and not isinstance(msg, CONTROLLER_BOUND):
+            self.log.warning("%r: %s is not for the controller; closing", link, type(msg).__name__)
+            link.close()
+            return
+        try:
+            self._dispatch(target, link.peer_id, msg)
+            self._drain()
+        except Exception:  # a peer's message must never take the process down
+            self.log.exception("%r: error handling %s; closing the link", link, type(msg).__name__)
+            link.close()
+
+    def on_link_lost(self, link: Link) -> None:
+        current = self.links.forget(link)
+        if not current or self.shutting_down:
+            return
+        self.log.debug("%r: lost", link)
+        if self.broker is None or link.peer_id < 0:
+            return
+        if link.role == internal.ROLE_BROKER:
+            self._apply(BROKER, self.broker.connection_lost(link.peer_id, self.now()))
+        elif link.outbound:
+            self._apply(BROKER, self.broker.controller_connection_lost(self.now()))
+        self._drain()
+
+    # ------------------------------------------------------------ admin forwarding
+    def forward_to_controller(self, msg: Any) -> asyncio.Future[Any]:
+        """Send an admin request (CreateTopic, DeleteTopic, ElectLeaders) to the
+        controller; the future gets its response."""
+        fut = asyncio.get_running_loop().create_future()
+        self.admin_waiters[msg.correlation_id] = fut
+        fut.add_done_callback(lambda _f: self.admin_waiters.pop(msg.correlation_id, None))
+        if self.controller is not None:
+            self._local.append((CONTROLLER, self.node_id, msg))
+            self._drain()
+        else:
+            self._send_to_controller(msg)
+        return fut
+
+    def wait_for_metadata(self, pred: Callable[[], bool]) -> asyncio.Future[None]:
+        """A future done once `pred()` holds for the broker's metadata image."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if pred():
+            fut.set_result(None)
+        else:
+            self.metadata_waiters.append((pred, fut))
+        return fut
+
+    def _check_metadata_waiters(self) -> None:
+        keep = []
+        for pred, fut in self.metadata_waiters:
+            if fut.done():
+                continue
+            if pred():
+                fut.set_result(None)
+            else:
+                keep.append((pred, fut))
+        self.metadata_waiters = keep
+
+    def _delete_log(self, tp: TopicPartition) -> None:
+        assert self.store is not None
+        self.store.delete(tp)
+        self.log.info("deleted the log of %s", tp)
+        if self.offsets is not None and tp.partition == 0:
+            self.offsets.forget_topic(tp.topic)
+
+    # ------------------------------------------------------------ timers
+    def _schedule_rearm(self) -> None:
+        if not self._rearm_pending:
+            self._rearm_pending = True
+            asyncio.get_running_loop().call_soon(self._rearm)
+
+    def _next_deadline(self) -> int | None:
+        ds = []
+        if self.broker is not None:
+            ds.append(self.broker.next_deadline())
+        if self.controller is not None:
+            ds.append(self.controller.next_deadline())
+        if self.store is not None:
+            ds.append(self.store.next_flush_deadline())
+        ds.append(self._shutdown_deadline)
+        ds = [d for d in ds if d is not None]
+        return min(ds) if ds else None
+
+    def _rearm(self) -> None:
+        self._rearm_pending = False
+        if self.done is not None and self.done.done():
+            return
+        d = self._next_deadline()
+        if d is None:
+            return
+        loop = asyncio.get_running_loop()
+        when = max(d / 1000.0, loop.time() + 0.0005)
+        if self._timer is not None:
+            if self._timer_at is not None and self._timer_at <= when:
+                return
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self.now()
+        try:
+            if self.controller is not None:
+                d = self.controller.next_deadline()
+                if d is not None and d <= now:
+                    self._apply(CONTROLLER, self.controller.tick(now))
+            if self.broker is not None:
+                d = self.broker.next_deadline()
+                if d is not None and d <= now:
+                    self._apply(BROKER, self.broker.tick(now))
+            if self.store is not None:
+                d = self.store.next_flush_deadline()
+                if d is not None and d <= now:
+                    self.store.flush_due(now)
+            self._drain()
+            if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
+                self._shutdown_deadline = None
+                epoch = self.broker.broker_epoch if self.broker is not None else -1
+                self._finish_broker_shutdown(epoch, "controlled shutdown timed out")
+        finally:
+            self._schedule_rearm()
+
+    # ------------------------------------------------------------ shutdown
+    def request_shutdown(self, sig: int = signal.SIGTERM) -> None:
+        name = signal.Signals(sig).name
+        if self.shutting_down:
+            self.log.warning("%s again: stopping now", name)
+            epoch = self.broker.broker_epoch if self.broker is not None else -1
+            self._finish_broker_shutdown(epoch, f"second {name}")
+            return
+        self.shutting_down = True
+        self.log.info("%s: shutting down", name)
+        if self.broker is not None:
+            self._shutdown_deadline = self.now() + self.s.controlled_shutdown_timeout_ms
+            self._apply(BROKER, self.broker.begin_controlled_shutdown(self.now()))
+            self._drain()
+        else:
+            self._stop(0)
+
+    def _finish_broker_shutdown(self, epoch: int, why: str) -> None:
+        if self.done is None or self.done.done():
+            return
+        if self.store is not None and self.broker is not None:
+            hwms = {tp: r.high_watermark for tp, r in self.broker.partitions.items()}
+            try:
+                self.store.checkpoint_high_watermarks(hwms)
+                self.store.shutdown(epoch)
+                self.log.info("%s: logs flushed, clean-shutdown marker written (broker epoch %d)", why, epoch)
+            except Exception as e:  # the logs may be incomplete: no marker, next start recovers
+                self.log.error("%s: flushing the logs failed (no clean-shutdown marker): %s", why, e)
+                self.exit_code = 1
+        self._stop(self.exit_code)
+
+    def _stop(self, code: int) -> None:
+        if self.done is None or self.done.done():
+            return
+        self.shutting_down = True
+        for server in self.servers:
+            server.close()
+        for _li, sock in self._bound:
+            sock.close()
+        for conn in list(self.connections):
+            conn.abort()
+        self.links.close_all()
+        if self.metadata_file is not None:
+            self.metadata_file.close()
+        if self.offsets is not None:
+            self.offsets.close()
+        if self._timer is not None:
+            self._timer.cancel()
+        for fut in self.admin_waiters.values():
+            if not fut.done():
+                fut.cancel()
+        self.done.set_result(code)
+
+    async def run(self) -> int:
+        await self.start()
+        assert self.done is not None
+        code = await self.done
+        self.log.info("node %d stopped", self.node_id)
+        return code

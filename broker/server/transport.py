@@ -1,0 +1,204 @@
+"""Inter-node links: TCP connections carrying the core's messages (broker/wire/internal.py).
+
+A link starts with a HELLO frame from the side that connected (its node id and the role
+it wants to talk to: the peer's broker or its controller); after that both sides send
+MESSAGE frames on it. A broker reaches a peer broker on the peer's inter-broker listener
+and the controller on the `controller.quorum.voters` address; replies travel back on the
+link the request came in on. `Links` keeps the links of one process and tells its owner
+(`LinkOwner`) about messages and broken links; it never blocks and never raises into the
+event loop: a frame that does not decode closes its link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from broker.wire import internal
+from broker.wire.frames import FrameError, FrameReader
+
+MAX_QUEUED_BYTES = 64 << 20  # per connecting link; beyond it messages are dropped (the core retries)
+
+
+class LinkOwner(Protocol):
+    def on_link_message(self, link: Link, msg: object) -> None: ...
+
+    def on_link_hello(self, link: Link) -> bool:
+        """An inbound link said who it is; False refuses it (closed)."""
+
+    def on_link_lost(self, link: Link) -> None: ...
+
+
+class Link:
+    """One connection to or from a peer node (either direction carries messages)."""
+
+    def __init__(self, links: Links, outbound: bool, peer_id: int = -1, role: int = internal.ROLE_BROKER) -> None:
+        self.links = links
+        self.outbound = outbound
+        self.peer_id = peer_id
+        self.role = role  # the role of the machine on the accepting side
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._queue: list[bytes] = []
+        self._queued = 0
+
+    def __repr__(self) -> str:
+        kind = "controller" if self.role == internal.ROLE_CONTROLLER else "broker"
+        return f"<link {'to' if self.outbound else 'from'} node {self.peer_id} ({kind})>"
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.closed
+
+    def send(self, msg: object) -> bool:
+        """Queue or write `msg`; False if the link is closed."""
+        if self.closed:
+            return False
+        data = internal.encode_message(msg)
+        if self.transport is None:
+            if self._queued + len(data) > MAX_QUEUED_BYTES:
+                return False
+            self._queue.append(data)
+            self._queued += len(data)
+            return True
+        self.transport.write(data)
+        return True
+
+    def attach(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        if self._queue:
+            transport.writelines(self._queue)
+            self._queue, self._queued = [], 0
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.mark_lost()
+
+    def mark_lost(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._queue = []
+            self.links.owner.on_link_lost(self)
+
+    def on_frames(self, frames: list[bytes]) -> None:
+        for f in frames:
+            if self.closed:
+                return
+            try:
+                kind, value = internal.decode_frame(f)
+            except internal.DecodeError as e:
+                self.links.log.warning("%r: bad frame (%s); closing", self, e)
+                self.close()
+                return
+            if kind == internal.KIND_HELLO:
+                if self.outbound or self.peer_id >= 0:
+                    self.links.log.warning("%r: unexpected hello; closing", self)
+                    self.close()
+                    return
+                self.peer_id, self.role = value
+                if not self.links.owner.on_link_hello(self):
+                    self.close()
+                    return
+            elif self.peer_id < 0:
+                self.links.log.warning("%r: message before hello; closing", self)
+                self.close()
+                return
+            else:
+                self.links.owner.on_link_message(self, value)
+
+
+class _OutboundProtocol(asyncio.Protocol):
+    def __init__(self, link: Link, max_frame: int) -> None:
+        self.link = link
+        self.reader = FrameReader(max_frame)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        if self.link.closed:
+            transport.close()
+            return
+        transport.write(internal.encode_hello(self.link.links.node_id, self.link.role))
+        self.link.attach(transport)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except FrameError as e:
+            self.link.links.log.warning("%r: %s; closing", self.link, e)
+            self.link.close()
+            return
+        self.link.on_frames(frames)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.link.mark_lost()
+
+
+class Links:
+    """The links of one process, by peer and role."""
+
+    def __init__(self, owner: LinkOwner, node_id: int, log: logging.Logger, max_frame: int) -> None:
+        self.owner = owner
+        self.node_id = node_id
+        self.log = log
+        self.max_frame = max_frame
+        self.outbound: dict[tuple[int, int], Link] = {}  # (peer, role) -> link we opened
+        self.inbound: dict[tuple[int, int], Link] = {}  # (peer, role we serve) -> latest link it opened
+
+    def connect(self, peer_id: int, role: int, host: str, port: int) -> Link:
+        """The open (or opening) outbound link to `peer_id`'s `role`, connecting if needed."""
+        key = (peer_id, role)
+        link = self.outbound.get(key)
+        if link is not None and not link.closed:
+            return link
+        link = Link(self, True, peer_id, role)
+        self.outbound[key] = link
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._open(link, host, port))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return link
+
+    async def _open(self, link: Link, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.create_connection(lambda: _OutboundProtocol(link, self.max_frame), host, port)
+        except OSError as e:
+            self.log.debug("%r: cannot connect to %s:%d: %s", link, host, port, e)
+            link.mark_lost()
+
+    def outbound_link(self, peer_id: int, role: int) -> Link | None:
+        link = self.outbound.get((peer_id, role))
+        return link if link is not None and not link.closed else None
+
+    def inbound_link(self, peer_id: int, role: int) -> Link | None:
+        link = self.inbound.get((peer_id, role))
+        return link if link is not None and not link.closed else None
+
+    def accept(self, transport: asyncio.Transport) -> Link:
+        """A connection on one of our listeners turned out to be a peer (first frame ours)."""
+        link = Link(self, False)
+        link.attach(transport)
+        return link
+
+    def register_inbound(self, link: Link) -> None:
+        old = self.inbound.get((link.peer_id, link.role))
+        self.inbound[(link.peer_id, link.role)] = link
+        if old is not None and old is not link and not old.closed:
+            old.close()
+
+    def forget(self, link: Link) -> bool:
+        """Drop `link` from the tables; False if a newer link to the peer replaced it."""
+        table = self.outbound if link.outbound else self.inbound
+        if table.get((link.peer_id, link.role)) is link:
+            del table[(link.peer_id, link.role)]
+            return True
+        return False
+
+    def close_all(self) -> None:
+        for link in [*self.outbound.values(), *self.inbound.values()]:
+            if link.transport is not None and not link.closed:
+                link.transport.close()
+            link.closed = True
+        self.outbound.clear()
+        self.inbound.clear()
