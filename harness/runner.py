@@ -330,7 +330,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
                 clients[thread] = bs
                 return wl.client(thread, process, bs)
 
-            stats = interpreter.run(gen.phases(*steps), threads=threads, clients=open_client, history=history,
+            stats = interpreter.run(gen.on_update(wl.observe, gen.phases(*steps)), threads=threads, clients=open_client, history=history,
                                     rng=random.Random(seed), nemesis=nemesis_op, on_event=progress.event)
             timings.lap("final" if final is not None else "heal")
             test["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}

@@ -7,6 +7,8 @@ A `Workload` (queue, log, noop) gives the runner:
   opens a new one under a new process id after an `info`);
 - `generator()` (the main phase, wrapped by the runner with rate and time limit) and
   `final_generator()` (after the heal: read everything back; None if nothing to do);
+- `observe(event)`: every event of the whole test, whatever phase is current (the runner
+  wraps the complete generator with it; phases only update the current phase);
 - `check(history_path, allowed) -> result` (DESIGN.md's checker result; `allowed` are the
   anomaly types the configuration may show);
 - `plots(history_path, results, out_dir, colors)` (optional pictures into plots/).
@@ -59,6 +61,7 @@ class Workload(Protocol):
     def client(self, thread: int, process: int, bootstrap: str) -> Client: ...
     def generator(self) -> Generator: ...
     def final_generator(self) -> Generator | None: ...
+    def observe(self, event: Mapping[str, Any]) -> None: ...
     def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
               ) -> dict[str, Any]: ...
 

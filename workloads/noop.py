@@ -45,6 +45,9 @@ class NoopWorkload:
     def final_generator(self) -> Generator | None:
         return None
 
+    def observe(self, event: Mapping[str, Any]) -> None:
+        return None
+
     def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
               ) -> dict[str, Any]:
         counts: dict[str, int] = {}

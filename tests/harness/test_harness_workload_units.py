@@ -94,17 +94,37 @@ def test_tracker_and_final_generator_stop_when_everything_is_read():
             return {"type": "ok", "value": [["poll", next(polls, {})]]}
         return "ok"
 
-    h = simulate(wl.final_generator(), 2, complete=complete)
+    h = simulate(g.on_update(wl.observe, wl.final_generator()), 2, complete=complete)
     assert wl.tracker.all_read()
     assigns = [e for e in h if e["type"] == "invoke" and e["f"] == "assign"]
     assert len(assigns) == 2 and all(sorted(a["value"]) == ["queue0-0", "queue0-1"] for a in assigns)
     assert sum(1 for e in h if e["type"] == "invoke" and e["f"] == "poll") >= 3
 
 
+def test_sends_completing_after_the_main_phase_still_count():
+    # a send in flight when the main phase ends completes during the next phase: the final
+    # read-back must still wait for its offset (phases only update the current phase)
+    wl = make("queue", WorkloadOptions(topics=1, partitions=1, final_time_limit=5))
+    main = g.limit(1, g.repeat({"f": "send", "value": [["send", "queue0-0", 1]]}))
+    reads = iter([[], [[0, 1]]])
+
+    def complete(op):
+        if op["f"] == "send":
+            return {"type": "ok", "value": [["send", "queue0-0", [0, 1]]]}
+        if op["f"] == "poll":
+            return {"type": "ok", "value": [["poll", {"queue0-0": next(reads, [])}]]}
+        return "ok"
+
+    h = simulate(g.on_update(wl.observe, g.phases(main, wl.final_generator())), 1, latency=1.0,
+                 complete=complete)
+    assert wl.tracker.all_read()
+    assert sum(1 for e in h if e["type"] == "invoke" and e["f"] == "poll") == 2
+
+
 def test_final_generator_gives_up_at_its_time_limit():
     wl = make("queue", WorkloadOptions(topics=1, partitions=1, final_time_limit=2))
     wl.tracker.update({"type": "ok", "f": "send", "value": [["send", "queue0-0", [9, 1]]]})
-    h = simulate(wl.final_generator(), 1, latency=0.5,
+    h = simulate(g.on_update(wl.observe, wl.final_generator()), 1, latency=0.5,
                  complete=lambda op: {"type": "ok", "value": [["poll", {}]]} if op["f"] == "poll" else "ok")
     assert max(e["time"] for e in h if e["type"] == "invoke") < 2e9
     assert not wl.tracker.all_read()
