@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ from broker.storage.index import OffsetIndex, TimeIndex
 SCAN_CHUNK = 1 << 20
 INT_MAX = 2147483647
 _I32 = struct.Struct(">i")
+_FIELDS = struct.Struct(">qi11xi")  # base offset, batch length, last offset delta
 
 
 def segment_name(base: int) -> str:
@@ -338,59 +340,79 @@ class Segment:
     def read(self, offset: int, max_bytes: int, upper_bound: int | None, min_one: bool) -> tuple[bytes, int, bool]:
         """Whole batches from the one containing `offset`: at most `max_bytes` (but one
         batch if `min_one`), none whose last offset reaches `upper_bound`.
-        Returns (data, offset after the data, stopped before the end of the segment)."""
+        Returns (data, offset after the data, stopped before the end of the segment).
+
+        One pread of `max_bytes` plus an index interval from the index entry at or before
+        `offset`; the batches between the start and the last index entry that fits are
+        skipped through the index, so the header walk is at most about two index intervals
+        whatever `max_bytes` is."""
         i, start = self.index.start_position(offset)
         fd = self.open_fd()
         size = self.size
-        want = min(size - start, max(max_bytes, 0) + self.index_interval + 2 * HEADER_SIZE)
-        buf = os.pread(fd, want, start)
-        buf_start = start
+        if upper_bound is not None and upper_bound >= self.next_offset:
+            upper_bound = None
+        buf = os.pread(fd, min(size - start, max(max_bytes, 0) + self.index_interval + 2 * HEADER_SIZE), start)
+        blen = len(buf)
 
-        def header(p: int) -> BatchHeader:
-            r = p - buf_start
-            if r + HEADER_SIZE <= len(buf):
-                return parse_header(buf, r)
-            data = os.pread(fd, HEADER_SIZE, p)
-            if len(data) < HEADER_SIZE:
+        def fields(p: int) -> tuple[int, int, int]:
+            r = p - start
+            if r + _FIELDS.size <= blen:
+                return _FIELDS.unpack_from(buf, r)
+            data = os.pread(fd, _FIELDS.size, p)
+            if len(data) < _FIELDS.size:
                 raise StorageError(f"{self.log_path}: truncated batch header at byte {p}")
-            return parse_header(data)
+            return _FIELDS.unpack_from(data, 0)
 
         pos = start
-        h = header(pos)
-        if i >= 0 and h.last_offset != self.base + self.index.rel[i]:
-            raise StaleIndex(f"{self.index.path}: entry {i} says offset {self.base + self.index.rel[i]} at byte {pos}, the batch there ends at {h.last_offset}")
-        while h.last_offset < offset:
-            pos += h.size
+        base, length, delta = fields(pos)
+        if i >= 0 and base + delta != self.base + self.index.rel[i]:
+            raise StaleIndex(
+                f"{self.index.path}: entry {i} says offset {self.base + self.index.rel[i]} at byte {pos}, "
+                f"the batch there ends at {base + delta}"
+            )
+        while base + delta < offset:
+            pos += length + LOG_OVERHEAD
             if pos >= size:
                 return b"", self.next_offset, False
-            h = header(pos)
+            base, length, delta = fields(pos)
         first = pos
         total = 0
-        next_offset = h.base_offset
+        # skip whole batches through the index: every batch before the last entry that
+        # starts within max_bytes (and ends below upper_bound) is in
+        ix = self.index
+        j = bisect_right(ix.pos, first + max(max_bytes, 0)) - 1
+        if upper_bound is not None:
+            j = min(j, bisect_left(ix.rel, upper_bound - self.base) - 1)
+        if j >= 0 and ix.pos[j] > first:
+            pos = ix.pos[j]
+            total = pos - first
+            base, length, delta = fields(pos)
+        next_offset = base
         stopped = False
         while True:
-            if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > size:
+            bsize = length + LOG_OVERHEAD
+            if length < MIN_BATCH_LENGTH or pos + bsize > size:
                 raise StorageError(f"{self.log_path}: bad batch at byte {pos}")
-            if upper_bound is not None and h.last_offset >= upper_bound:
+            if upper_bound is not None and base + delta >= upper_bound:
                 stopped = True
                 break
-            if total + h.size > max_bytes and (total or not min_one):
+            if total + bsize > max_bytes and (total or not min_one):
                 stopped = True
                 break
-            total += h.size
-            pos += h.size
-            next_offset = h.last_offset + 1
+            total += bsize
+            pos += bsize
+            next_offset = base + delta + 1
             if pos >= size:
                 break
             if total + HEADER_SIZE > max_bytes:
                 stopped = True
                 break
-            h = header(pos)
+            base, length, delta = fields(pos)
         if total == 0:
             return b"", next_offset, stopped
-        r = first - buf_start
-        if r + total <= len(buf):
-            data = buf if (r == 0 and total == len(buf)) else buf[r : r + total]
+        r = first - start
+        if r + total <= blen:
+            data = buf if (r == 0 and total == blen) else buf[r : r + total]
         else:
             data = os.pread(fd, total, first)
             if len(data) != total:

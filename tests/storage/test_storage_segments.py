@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -212,3 +214,39 @@ def test_a_new_segment_is_made_durable_by_a_directory_fsync(tmp_path, monkeypatc
     assert len(log.segment_files()) > 1 and str(tmp_path / "p") in synced
     assert log.recovery_point == log.segment_files()[-1][0]
     log.close()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_reads_skip_through_the_index_and_still_cut_exactly(data):
+    """max_bytes and upper_bound cut where a batch-by-batch walk would (the read jumps over
+    whole batches with the index instead of walking every header)."""
+    path = Path(tempfile.mkdtemp(prefix="wrack-skip-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    try:
+        interval = data.draw(st.sampled_from([0, 50, 300, 4096]), label="index interval")
+        log, _ = open_log(path / "p", StorageConfig(segment_bytes=data.draw(st.sampled_from([2000, 1 << 20])),
+                                                   index_interval_bytes=interval))
+        rng = data.draw(st.randoms(use_true_random=False))
+        for _ in range(120):
+            log.append_as_leader(encode_batch([b"z" * rng.randrange(0, 60)] * rng.randrange(1, 4)), 0)
+        whole = b"".join(Path(p).read_bytes() for _, p, _ in log.segment_files())  # the files, not a read
+        batches = [(h, whole[s:e]) for s, e, h in iter_batches(whole)]
+        leo = log.log_end_offset
+        for _ in range(20):
+            offset = rng.randrange(leo)
+            max_bytes = rng.choice([0, 1, 100, 500, 2000, 1 << 20])
+            bound = rng.choice([None, rng.randrange(leo + 1)])
+            want, total = [], 0
+            for h, raw in batches:
+                if h.last_offset < offset:
+                    continue
+                if bound is not None and h.last_offset >= bound:
+                    break
+                if want and total + len(raw) > max_bytes:
+                    break
+                want.append(raw)
+                total += len(raw)
+            assert log.read(offset, max_bytes, bound) == b"".join(want), (offset, max_bytes, bound)
+        log.close()
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
