@@ -331,8 +331,10 @@ class QueuePass:
                     if len(x) != 2:
                         raise Bad(f"bad send result {x!r} (expected [offset, value])")
                     o, v = x
-                    if o is not None and (o.__class__ is not int or o < 0):
+                    if o is not None and o.__class__ is not int:
                         raise Bad(f"bad offset {o!r} of key {k!r}")
+                    if o is not None and o < 0:  # Kafka clients report -1 for an unknown offset
+                        o = None
                 else:
                     o, v = None, x
                 if k.__class__ is not str:

@@ -287,6 +287,11 @@ def test_crashed_clients():
     assert r["stats"]["by_f"]["crash"]["info"] == 1
 
 
+def test_negative_send_offset_means_unknown():
+    h = H().op(0, "send", [["send", "x", 1]], "ok", [["send", "x", [-1, 1]]]).poll(1, {"x": [[0, 1]]})
+    assert check(h.events)["valid"] is True
+
+
 def test_info_send_that_later_appears_is_not_unseen_or_lost():
     h = (H().send(0, "x", 1, None, "info").send(1, "x", 2, 1).poll(2, {"x": [[0, 1], [1, 2]]}))
     assert check(h.events)["valid"] is True
