@@ -174,7 +174,15 @@ class Segment:
         """Write `buffers` (whole batches) at the end; `batches` = (last offset, max
         timestamp, size) of each, in order."""
         pos = self.size
-        written = pwrite_all(self.open_fd(), buffers, pos)
+        fd = self.open_fd()
+        try:
+            written = pwrite_all(fd, buffers, pos)
+        except OSError as e:  # e.g. ENOSPC: leave no partial batch behind
+            try:
+                os.ftruncate(fd, pos)
+            except OSError:
+                pass
+            raise StorageError(f"{self.log_path}: append at byte {pos} failed: {e}") from e
         for last, ts, size in batches:
             self.note_batch(pos, last, ts, size)
             pos += size
