@@ -275,9 +275,6 @@ class SegmentedLog:
                     deleted.append(victim.log_path)
             report.truncations[-1].deleted_segments.extend(deleted)
             self._dir_dirty = True
-        if not segs:  # the very first segment was inconsistent: start afresh at its base
-            segs = [Segment.create(self.dir, bases[0], c.index_interval_bytes, c.index_max_bytes)]
-            self._dir_dirty = True
         self._segments = segs
         self._bases = [s.base for s in segs]
         rebuilt = {p for p, _ in report.index_rebuilds} | {s.index.path for s in segs[first_scanned:]} if recover else {
@@ -466,7 +463,8 @@ class SegmentedLog:
         del self._segments[i + 1 :]
         del self._bases[i + 1 :]
         seg.truncate_to(pos, new_leo)
-        if i == len(self._segments) - 1 and seg.fd < 0:
+        self._start = min(self._start, new_leo)
+        if seg.fd < 0:
             seg.open_fd()
         self._forget_open(seg)
         self._dir_dirty = True
