@@ -133,6 +133,15 @@ def test_free_subnets_avoid_taken_networks_and_the_local_backend():
     assert free_subnets("10.77.0.0/16", []) == []
 
 
+@pytest.mark.parametrize("args", [["--nodes", "0"], ["--nodes", "201"], ["--name", "Bad Name"],
+                                  ["--transport", "ssh"]])
+def test_bad_up_arguments_exit_254_before_touching_docker(args):
+    r = subprocess.run([WRACK, "cluster", "up", "--backend", "docker", *args], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 254, r.stderr
+    assert "Traceback" not in r.stderr and "error: " in r.stderr.strip().splitlines()[-1]
+
+
 # ----------------------------------------------------------------------------- real containers
 
 
@@ -206,8 +215,6 @@ def test_cli_up_status_down_leaves_nothing():
         assert labelled(name) == NOTHING
         r = wrack("cluster", "status", "--backend", "docker", "--name", name)
         assert r.returncode == 254 and "Traceback" not in r.stderr
-        r = wrack("cluster", "up", "--backend", "docker", "--transport", "ssh", "--name", name)
-        assert r.returncode == 254 and "--transport" in r.stderr
     finally:
         wrack("cluster", "down", "--backend", "docker", "--force", "--name", name)
 
