@@ -1,0 +1,83 @@
+"""Fault packages and their schedule on the generator clock; CLI plumbing of analyze/report/demo."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+
+import pytest
+from harness_testlib import wrack_bin
+
+from harness import generator as g
+from harness.faults import ScheduleGenerator, fault_packages, heal_op, known_packages
+from harness.history import write_history
+
+
+def test_fault_packages_by_name_and_leader_targets():
+    pkgs = fault_packages(["partition", "kill-leader", "partition-leader"], {"queue0": 3})
+    assert [p.name for p in pkgs] == ["partition", "kill-leader", "partition-leader"]
+    rng = random.Random(1)
+    op = pkgs[1].start(rng)
+    assert op.f == "kill" and op.value["role"] == "leader" and op.value["topic"] == "queue0"
+    assert 0 <= op.value["partition"] < 3
+    assert pkgs[2].start(rng).value["isolate"]["role"] == "leader"
+    with pytest.raises(ValueError, match="unknown nemesis flood"):
+        fault_packages(["flood"], {"t": 1})
+    assert {"kill-leader", "partition", "kill"} <= set(known_packages())
+
+
+def test_schedule_replays_for_a_seed_and_flip_flops():
+    def ops(seed):
+        pkgs = fault_packages(["partition", "kill"], {"t": 1})
+        gen = g.time_limit(60, g.nemesis(ScheduleGenerator(pkgs, 5.0, random.Random(seed))))
+        out = []
+        ctx_workers = {"nemesis": "nemesis"}
+        t = 0
+        while True:
+            o = gen.op(g.Context(t, random.Random(0), ctx_workers, frozenset({"nemesis"})))
+            if o is None:
+                return out
+            out.append((o["f"], o["time"]))
+            t = o["time"]
+
+    a, b, c = ops(3), ops(3), ops(4)
+    assert a == b and a != c
+    assert 6 <= len(a) <= 24  # one action every 2.5-7.5 s for 60 s
+    on = {"partition": False, "kill": False}
+    for f, _ in a:  # every stop follows its start
+        kind = "partition" if "partition" in f else "kill"
+        starting = f in ("start-partition", "kill")
+        assert on[kind] != starting
+        on[kind] = starting
+    assert heal_op()["process"] == "nemesis"
+
+
+def test_analyze_a_bare_history_with_workload_option(tmp_path):
+    run = tmp_path / "bare"
+    run.mkdir()
+    write_history(run / "history.jsonl", [
+        {"process": 0, "type": "invoke", "f": "noop", "value": 1},
+        {"process": 0, "type": "ok", "f": "noop", "value": 1},
+        {"process": 1, "type": "invoke", "f": "noop", "value": 2},
+    ])
+    p = subprocess.run([wrack_bin(), "analyze", str(run), "--workload", "noop", "--json"], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    line = json.loads(p.stdout)
+    assert line["verdict"] == "valid" and line["history"]["never_completed"] == 1
+    assert (run / "report.html").is_file()
+    p = subprocess.run([wrack_bin(), "report", str(run)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip().endswith("report.html")
+    (run / "history.jsonl").write_text('{"process": 0, "type": "invoke"}\nnot json\n{"process": 0}\n')
+    p = subprocess.run([wrack_bin(), "analyze", str(run), "--workload", "noop"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 254 and "history.jsonl:1:" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([wrack_bin(), "analyze", str(tmp_path / "nothing")], capture_output=True, text=True)
+    assert p.returncode == 254 and "no such run folder" in p.stderr
+
+
+def test_help_of_every_harness_command():
+    for cmd in ("test", "analyze", "report", "campaign", "serve", "demo"):
+        p = subprocess.run([wrack_bin(), cmd, "--help"], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and "usage: wrack " + cmd in p.stdout
