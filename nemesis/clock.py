@@ -94,15 +94,16 @@ class ClockHook:
 
     def library(self, node: Node) -> str:
         """Path of libfaketime.so.1 on the node (from the installed `libfaketime` package)."""
-        if node.name not in self._lib:
+        key = f"{type(node).__name__}/{node.name}/{node.address}"
+        if key not in self._lib:
             code = ("import libfaketime,os;p=os.path.join(os.path.dirname(libfaketime.__file__),"
                     "'vendor','libfaketime','src','libfaketime.so.1');assert os.path.exists(p),p;print(p)")
             res = node.exec([node_python(node), "-c", code], check=False, timeout=60)
             if not res.ok:
                 raise RuntimeError(f"{node.name}: no libfaketime build from the PyPI package `libfaketime` "
                                    f"({res.stderr.strip()[-200:]})")
-            self._lib[node.name] = res.stdout.strip()
-        return self._lib[node.name]
+            self._lib[key] = res.stdout.strip()
+        return self._lib[key]
 
     def env(self, node: Node) -> dict[str, str]:
         return {"LD_PRELOAD": self.library(node), "FAKETIME_TIMESTAMP_FILE": self.offset_file(node),
