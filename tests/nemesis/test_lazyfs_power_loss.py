@@ -214,3 +214,29 @@ def test_lazyfs_passthrough_and_metadata_modes(lazyfs_one):
     assert m.ctl("lose-unsynced")["lost_bytes"] == 0 and Path(d, "y").read_bytes() == b"direct"
     with pytest.raises(Exception, match="unknown mode"):
         m.ctl("configure", mode="sloppy")
+
+
+@pytest.mark.parametrize("direct_io", [False, True])
+def test_lazyfs_cache_limit_writes_back_and_report(make_cluster, direct_io):
+    c = make_cluster(1)
+    with mounted_lazyfs(c, cache_limit_mb=1, direct_io=direct_io) as m:
+        assert m.ctl("status")["direct_io"] is direct_io
+        p = f"{m.mnt}/big"
+        chunk = bytes(range(256)) * 1024  # 256 KiB
+        with open(p, "wb") as f:
+            f.write(chunk)
+            f.flush()
+            rep = m.ctl("report")
+            assert [(x["path"], x["dirty_ranges"]) for x in rep["files"]] == [("/big", [[0, len(chunk)]])]
+            assert rep["journal"] == [{"op": "create", "path": "/big"}]
+            for _ in range(11):
+                f.write(chunk)
+        assert Path(p).read_bytes() == chunk * 12
+        st = m.ctl("status")
+        assert st["writebacks"] >= 1 and st["dirty_bytes"] <= 1 << 20
+        _fsync_path(m.mnt, directory=True)
+        lost = m.ctl("lose-unsynced")["lost_bytes"]
+        # what was written back (cache full) survives, like pages a kernel flusher wrote
+        size = os.path.getsize(p)
+        assert size + lost == len(chunk) * 12 and size >= len(chunk) * 12 - (1 << 20)
+        assert Path(p).read_bytes() == (chunk * 12)[:size]
