@@ -86,12 +86,12 @@ class _Context:
         self.max_points = max_points
         cols = an.table.columns()
         self.cols = cols
-        t1 = cols["t1"]
+        t1 = cols["t1"][cols["done"]]
         self.end_ns = float(max(an.last_time, t1.max() if t1.size else 0,
                                 max((e.get("time", 0) for e in an.nemesis), default=0)))
         self.end_s = self.end_ns / 1e9
         self.f_names = list(an.table.f_names)
-        self.done = cols["i1"] >= 0
+        self.done = cols["done"]
         self.np = np
 
     def figure(self, title: str, ylabel: str, height: float = 4.2) -> tuple[Any, Any]:

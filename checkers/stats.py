@@ -55,11 +55,9 @@ def op_table(events: Iterable[dict[str, Any]], path: str | None = None
         inv = open_ops.pop(p, None)
         if inv is None:
             raise InputError(f"{typ} {ev['f']!r} of process {p} without an invoke", path, pos + 1)
-        i0 = inv.get("index", pos)
-        tab.add(p, inv["f"], TYPE_CODE[typ], inv.get("time", i0), t, i0, ev.get("index", pos))
+        tab.add(p, inv["f"], TYPE_CODE[typ], inv.get("time", inv.get("index", pos)), t)
     for p, inv in sorted(open_ops.items(), key=lambda kv: kv[1].get("index", 0)):
-        i0 = inv.get("index", 0)
-        tab.add(p, inv["f"], INFO, inv.get("time", i0), -1, i0, -1)
+        tab.add(p, inv["f"], INFO, inv.get("time", inv.get("index", 0)), None)
     return tab, nemesis, last
 
 
@@ -82,7 +80,7 @@ def summarize(table: OpTable, windows: list[FaultWindow], *, last_time: int = 0)
             counted &= f != code
     t1 = cols["t1"]
     t0 = cols["t0"]
-    when = np.where(cols["i1"] >= 0, t1, t0)[counted]
+    when = np.where(cols["done"], t1, t0)[counted]
     ok = (ty == 0)[counted]
     order = np.argsort(when, kind="stable")
     when = when[order]

@@ -32,6 +32,7 @@ OK, INFO, FAIL = 0, 1, 2
 TYPE_CODE = {"ok": OK, "info": INFO, "fail": FAIL}
 TYPE_NAMES = ("ok", "info", "fail")
 NEMESIS = "nemesis"
+NAN = float("nan")
 GAP_LIMIT = 1 << 16  # offsets further than this past the read-list end skip the accelerator list
 
 
@@ -46,13 +47,14 @@ class Timeout(Exception):
 class OpTable:
     """Per-op records in completion order: the compact op table stats and plots share.
 
-    One flat `array('d')` of 7 numbers per op (`FIELDS`): process, f (a code into
-    `f_names`), type (0 ok, 1 info, 2 fail), t0/t1 invoke and completion times, i0/i1
-    their event indices (t1 = i1 = -1 for an op never completed). Doubles hold integers
-    exactly up to 2**53 (104 days of nanoseconds). `columns()` gives numpy views.
+    One flat `array('d')` of 5 numbers per op (`FIELDS`): process, f (a code into
+    `f_names`), type (0 ok, 1 info, 2 fail), t0/t1 invoke and completion times (t1 is NaN
+    for an op never completed). Doubles hold integers exactly up to 2**53 (104 days of
+    nanoseconds). `columns()` gives numpy views, plus `done` (completed or not).
     """
 
-    FIELDS = ("process", "f", "type", "t0", "t1", "i0", "i1")
+    FIELDS = ("process", "f", "type", "t0", "t1")
+    WIDTH = len(FIELDS)
     __slots__ = ("data", "f_names", "_f_code")
 
     def __init__(self) -> None:
@@ -69,19 +71,22 @@ class OpTable:
             self.f_names.append(f)
         return c
 
-    def add(self, process: int, f: str, type_code: int, t0: float, t1: float, i0: int, i1: int) -> None:
-        self.data.extend((process, self.f_code(f), type_code, t0, t1, i0, i1))
+    def add(self, process: int, f: str, type_code: int, t0: float, t1: float | None) -> None:
+        """One op; `t1` None for an op never completed."""
+        self.data.extend((process, self.f_code(f), type_code, t0, NAN if t1 is None else t1))
 
     def __len__(self) -> int:
-        return len(self.data) // 7
+        return len(self.data) // self.WIDTH
 
     def columns(self) -> dict[str, Any]:
-        """Numpy float64 views, one per field (no copy)."""
+        """Numpy float64 views, one per field (no copy), and the boolean column `done`."""
         import numpy as np
 
         a = np.frombuffer(self.data, dtype=np.float64) if len(self.data) else np.zeros(0)
-        a = a.reshape(-1, 7)
-        return {name: a[:, i] for i, name in enumerate(self.FIELDS)}
+        a = a.reshape(-1, self.WIDTH)
+        cols = {name: a[:, i] for i, name in enumerate(self.FIELDS)}
+        cols["done"] = ~np.isnan(cols["t1"])
+        return cols
 
 
 class QueuePass:
@@ -112,7 +117,7 @@ class QueuePass:
         self.op_process: dict[int, Any] = {}  # op -> process, for ops that appear in examples
         # per process
         self.open: dict[Any, tuple[dict[str, Any], int]] = {}  # process -> (invoke, its position)
-        # process -> key -> [last offset an ok poll read, that op, the key's read list]
+        # process -> key -> [next offset (last one an ok poll read + 1), that op, the key's read list]
         self.ppos: dict[Any, dict[str, list[Any]]] = {}
         self.psend: dict[Any, dict[str, tuple[int | None, Any, int]]] = {}
         # candidates and direct findings
@@ -197,11 +202,13 @@ class QueuePass:
                 tc = TYPE_CODE[typ]
                 idx = ev.get("index", n - 1)
                 t = ev.get("time", idx)
-                i0 = inv.get("index", idx)
+                t0 = inv.get("time")
+                if t0 is None:
+                    t0 = inv.get("index", entry[1])
                 c = f_codes.get(f)
                 if c is None:
                     c = tab.f_code(f)
-                tab_add((p, c, tc, inv.get("time", i0), t, i0, idx))
+                tab_add((p, c, tc, t0, t))
                 if t > last_time:
                     last_time = t
                 if f == "poll":
@@ -216,25 +223,29 @@ class QueuePass:
                             ppos = ppos_all.get(p)
                             if ppos is None:
                                 ppos = ppos_all[p] = {}
+                            # Fast paths: every record read before (the read list holds each
+                            # [offset, value] at its offset, so equal slices mean the same
+                            # records, contiguous) and, for a key this process already reads,
+                            # starting exactly where it left off.
                             for k, recs in reads.items():
                                 if not recs:
                                     continue
                                 st = ppos.get(k)
                                 o0 = recs[0][0]
-                                o1 = recs[-1][0]
                                 if st is not None:
-                                    # fast: continues where this process left off, all read before
-                                    lst = st[2]
-                                    if o0 == st[0] + 1 and o1 < len(lst) and lst[o0:o1 + 1] == recs:
-                                        st[0] = o1
-                                        st[1] = idx
-                                        continue
+                                    if o0 == st[0]:
+                                        nr = len(recs)
+                                        if st[2][o0:o0 + nr] == recs:
+                                            st[0] = o0 + nr
+                                            st[1] = idx
+                                            continue
                                 else:
-                                    # fast: first poll of k under this assignment, all read before
                                     lst = okl.get(k)
-                                    if lst is not None and o0 >= 0 and o1 < len(lst) and lst[o0:o1 + 1] == recs:
-                                        ppos[k] = [o1, idx, lst]
-                                        continue
+                                    if lst is not None and o0.__class__ is int:
+                                        nr = len(recs)
+                                        if lst[o0:o0 + nr] == recs and o0 >= 0:
+                                            ppos[k] = [o0 + nr, idx, lst]
+                                            continue
                                 poll_key(p, ppos, st, k, recs, idx, t)
                     elif tc != FAIL or val is not None:
                         general(p, f, tc, idx, t, ev, inv)
@@ -288,7 +299,7 @@ class QueuePass:
             f = inv["f"]
             idx = inv.get("index", pos)
             t = inv.get("time", idx)
-            self.table.add(p, f, INFO, t, -1, idx, -1)
+            self.table.add(p, f, INFO, t, None)
             if f not in ("send", "txn"):
                 continue
             try:
@@ -451,7 +462,7 @@ class QueuePass:
         for k, o0 in first.items():
             st = ppos.get(k) if ppos is not None else None
             if st is not None:
-                prev = st[0]
+                prev = st[0] - 1
                 if o0 <= prev:
                     self.nm_poll.append((k, prev, o0, st[1], idx, p))
                 elif o0 > prev + 1:
@@ -462,28 +473,26 @@ class QueuePass:
             for k, o1 in last.items():
                 st = ppos.get(k)
                 if st is None:
-                    ppos[k] = [o1, idx, self.okl[k]]
+                    ppos[k] = [o1 + 1, idx, self.okl[k]]
                 else:
-                    st[0] = o1
+                    st[0] = o1 + 1
                     st[1] = idx
 
     def _poll_key(self, p: Any, ppos: dict[str, list[Any]], st: list[Any] | None, k: str, recs: list[Any],
                   idx: int, t: int) -> None:
         """One key of an ok single-poll op, when the fast path did not apply."""
+        self._slow_reads(k, recs, idx, t, True, None, None, p)
         o0 = recs[0][0]
         o1 = recs[-1][0]
-        lst = self.okl.get(k)
-        if lst is None or not (o0 >= 0 and o1 < len(lst) and lst[o0:o1 + 1] == recs):
-            self._slow_reads(k, recs, idx, t, True, None, None, p)
         if st is None:
-            ppos[k] = [o1, idx, self.okl[k]]
+            ppos[k] = [o1 + 1, idx, self.okl[k]]
             return
-        prev = st[0]
+        prev = st[0] - 1
         if o0 <= prev:
             self.nm_poll.append((k, prev, o0, st[1], idx, p))
         elif o0 > prev + 1:
             self.poll_skip_c.append((k, prev, o0, st[1], idx, p))
-        st[0] = o1
+        st[0] = o1 + 1
         st[1] = idx
 
     def _slow_reads(self, k: str, recs: list[Any], idx: int, t: int, ok: bool, last: int | None,

@@ -188,7 +188,8 @@ class Sim:
                 recs[0] = [recs[0][0], v]
             elif self.plant == "garbage-read":
                 recs.append([recs[-1][0] + 1, -12345])
-            elif self.plant == "poll-skip" and self.in_final and recs[-1][0] + 2 < len(self.log[k]):
+            elif self.plant == "poll-skip" and self.in_final and recs[-1][0] + 2 < len(self.log[k]) \
+                    and self.log[k][recs[-1][0] + 1] in self.acked[k]:
                 self.pos[(p, k)] = recs[-1][0] + 2  # the consumer's position jumps over one record
             elif self.plant == "nonmonotonic-poll" and self.in_final:
                 self.pos[(p, k)] = recs[-1][0]  # the next poll re-reads the last record
