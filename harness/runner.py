@@ -221,7 +221,6 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     from nemesis.core import FaultOp, Nemesis
     from nemesis.guard import always_heal
     from nemesis.schedule import final_ops
-    from nemesis.targets import kafka_metadata
 
     validate(o)
     progress = progress or Progress(enabled=False)
@@ -255,8 +254,10 @@ def run_test(o: TestOptions, progress: Progress | None = None,
         opts = {"inventory": o.inventory} if o.inventory else {}
         cluster = mod.create(ClusterSpec(name=cluster_name, nodes=o.nodes, transport=o.transport, options=opts))
         db = BrokerDB(cluster, broker_options(o))
+        from workloads.kafka_io import ClusterMetadata
+
         nem = Nemesis(cluster, db, None, rng=random.Random(f"{seed}/targets"),
-                      metadata=lambda: kafka_metadata(db.bootstrap_servers(), timeout=5.0))
+                      metadata=ClusterMetadata(db.bootstrap_servers()))
         import nemesis.schedule as nsched
 
         prepare = getattr(nsched, "prepare", None)  # node-side fault machinery (power loss, clock)
