@@ -204,8 +204,8 @@ class Node(ABC):
         argv = [*env_prefix(spec.env), *spec.argv]
         q = shlex.quote
         script = (
-            f"mkdir -p {q(cwd)} {q(os.path.dirname(spec.pidfile))} {q(os.path.dirname(spec.logfile))} && "
-            f"cd {q(cwd)} && "
+            f"mkdir -p {q(cwd)} {q(os.path.dirname(spec.pidfile))} {q(os.path.dirname(spec.logfile))} || exit 1; "
+            f"cd {q(cwd)} || exit 1; "  # before `&`: only the daemon itself goes to the background
             f"setsid {command_str(argv)} >> {q(spec.logfile)} 2>&1 < /dev/null & "
             f"echo $! > {q(spec.pidfile)}.tmp && mv -f {q(spec.pidfile)}.tmp {q(spec.pidfile)} && echo $!"
         )

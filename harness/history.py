@@ -350,12 +350,14 @@ def fault_windows(nemesis_events: Iterable[dict[str, Any]]) -> list[FaultWindow]
     """Fault windows from nemesis events.
 
     `start-X` opens a window of kind X and `stop-X` closes the oldest open window of that
-    kind; Jepsen's `kill`/`start` and `pause`/`resume` pair the same way. Nemesis events of
+    kind; Jepsen's `kill`/`start`, `pause`/`resume` and `remove-node`/`add-node` (kind
+    `membership`) pair the same way. Nemesis events of
     type `invoke` are skipped: a fault counts from the event that reports it done (the
     harness writes one `info` event per fault action; Jepsen-style invoke/info pairs work too).
     """
     aliases = {"kill": ("kill", True), "start": ("kill", False), "pause": ("pause", True),
-               "resume": ("pause", False)}
+               "resume": ("pause", False), "remove-node": ("membership", True),
+               "add-node": ("membership", False)}
     open_w: dict[str, list[FaultWindow]] = {}
     out: list[FaultWindow] = []
     for ev in nemesis_events:
