@@ -95,7 +95,8 @@ def print_outcome(out: Any, as_json: bool) -> None:
     from harness.report import verdict_word
 
     res = out.results or {}
-    line = {"run": str(out.run_dir), "report": str(out.run_dir / "report.html"), "valid": out.valid,
+    run_dir = out.run_dir.resolve()
+    line = {"run": str(run_dir), "report": str(run_dir / "report.html"), "valid": out.valid,
             "verdict": verdict_word(out.valid) if out.results is not None else "crashed",
             "anomaly_types": res.get("anomaly_types", []), "allowed": res.get("allowed", []),
             "exit_code": out.exit_code}
