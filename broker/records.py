@@ -192,12 +192,13 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[bytes]:
     n = len(buf)
     pos = 0
     unpack = _I32.unpack_from
+    as_is = type(buf) is bytes
     while pos < n:
         if n - pos >= HEADER_SIZE:
             length = unpack(buf, pos + 8)[0]
             end = pos + LOG_OVERHEAD + length
             if length >= MIN_BATCH_LENGTH and end <= n and buf[pos + 16] == MAGIC:
-                out.append(bytes(buf[pos:end]))
+                out.append(buf[pos:end] if as_is else bytes(buf[pos:end]))
                 pos = end
                 continue
         _length, end = _check_frame(buf, pos, n)  # raises the precise error

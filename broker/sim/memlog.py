@@ -52,7 +52,9 @@ class InMemoryPartitionLog:
     def _add(self, b: StoredBatch) -> None:
         self._batches.append(b)
         self._bases.append(b.base)
-        self._epochs.assign(b.epoch, b.base)
+        e = self._epochs.entries
+        if not e or b.epoch > e[-1][0]:  # the common case (same epoch) without a call
+            self._epochs.assign(b.epoch, b.base)
 
     def append_as_leader(self, batches: bytes, leader_epoch: int) -> tuple[int, int]:
         parts = split_batches(batches)
