@@ -44,13 +44,19 @@ from broker.core.controller import Controller, ControllerConfig, LocalMetadataQu
 from broker.core.messages import (
     CONTROLLER_BOUND,
     Actions,
+    AlterPartitionResponse,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationResponse,
     CheckpointHighWatermarks,
     CreateTopicResponse,
     DeletePartitionLog,
     DeleteTopicResponse,
     ElectLeadersResponse,
     Endpoint,
+    FetchRequest,
     FetchResponse,
+    GetReplicaLogInfoRequest,
+    MetadataFetchResponse,
     MetadataResponse,
     OffsetsForLeaderEpochResponse,
     ShutdownComplete,
@@ -66,6 +72,13 @@ from broker.wire import internal
 BROKER = "broker"
 CONTROLLER = "controller"
 _REPLIES = (FetchResponse, OffsetsForLeaderEpochResponse, MetadataResponse)
+# What a broker accepts on the links it opened (answers from the controller and from
+# leaders, the controller's log inspection) and on links peers opened (replica fetches).
+_FROM_CONTROLLER = (
+    BrokerRegistrationResponse, BrokerHeartbeatResponse, MetadataFetchResponse, AlterPartitionResponse,
+    GetReplicaLogInfoRequest, FetchResponse, CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse,
+)
+_FROM_PEERS = (FetchRequest,)
 _ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse)
 METADATA_FILE = "wrack-metadata.log"
 OFFSETS_FILE = "wrack-consumer-offsets.log"
@@ -388,6 +401,9 @@ class Node:
 
     # ------------------------------------------------------------ links (LinkOwner)
     def on_link_hello(self, link: Link) -> bool:
+        if link.peer_id == self.node_id:
+            self.log.warning("%r: a peer claims this node's id; refusing", link)
+            return False
         if link.role == internal.ROLE_CONTROLLER and self.controller is None:
             self.log.warning("%r: no controller on this node; refusing", link)
             return False
@@ -403,8 +419,9 @@ class Node:
             target = BROKER  # answers (and controller requests) to our broker
         else:
             target = CONTROLLER if link.role == internal.ROLE_CONTROLLER else BROKER
-        if target == CONTROLLER and not isinstance(msg, CONTROLLER_BOUND):
-            self.log.warning("%r: %s is not for the controller; closing", link, type(msg).__name__)
+        accepted = CONTROLLER_BOUND if target == CONTROLLER else (_FROM_CONTROLLER if link.outbound else _FROM_PEERS)
+        if not isinstance(msg, accepted) or getattr(msg, "broker_id", link.peer_id) != link.peer_id and target == CONTROLLER:
+            self.log.warning("%r: unexpected %s; closing", link, type(msg).__name__)
             link.close()
             return
         try:

@@ -28,7 +28,6 @@ import kio.schema.response_header.v1 as response_header_v1
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
-from kio.serial.errors import SerialError
 
 # API keys
 PRODUCE = 0
@@ -131,14 +130,14 @@ class RequestHeader:
         return f"{api_name(self.api_key)} v{self.api_version} #{self.correlation_id} from {self.client_id!r}"
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     """(api key, api version, correlation id): the first 8 bytes of every request."""
     if len(frame) < 8:
         raise WireError(f"request of {len(frame)} bytes is shorter than a header")
     return _HEAD.unpack_from(frame, 0)
 
 
-def parse_header(frame: bytes, supported_only: bool = True) -> RequestHeader:
+def parse_header(frame: bytes | memoryview, supported_only: bool = True) -> RequestHeader:
     """Parse the header of a request to a supported API version (any version kio knows
     with `supported_only=False`, to answer UNSUPPORTED_VERSION in that version)."""
     key, ver, cid = peek_header(frame)
@@ -160,7 +159,7 @@ def parse_header(frame: bytes, supported_only: bool = True) -> RequestHeader:
         if len(frame) < pos + n:
             raise WireError("request header ends inside the client id")
         try:
-            client_id = frame[pos : pos + n].decode("utf-8")
+            client_id = str(frame[pos : pos + n], "utf-8")
         except UnicodeDecodeError:
             raise WireError("client id is not UTF-8") from None
         pos += n
@@ -197,14 +196,35 @@ def skip_tagged_fields(buf: bytes, pos: int) -> int:
     return pos
 
 
-def decode_body(header: RequestHeader, frame: bytes) -> Any:
-    """The request body as a kio entity; WireError if it does not decode."""
+def decode_body(header: RequestHeader, frame: bytes | memoryview) -> Any:
+    """The request body as a kio entity; WireError if it does not decode, or if a field
+    the schema says is not nullable came as null (Kafka rejects those too). Unknown
+    tagged fields are rejected as well (kio cannot skip them)."""
     cls = request_class(header.api_key, header.api_version)
     try:
         body, _size = _reader(cls)(frame, header.body_offset)
-    except (SerialError, ValueError, TypeError, IndexError, OverflowError) as e:
+    except Exception as e:  # the native reader raises SerialError, KeyError (unknown tag), ...
         raise WireError(f"{api_name(header.api_key)} v{header.api_version}: {type(e).__name__}: {e}") from None
+    _check_nulls(body, api_name(header.api_key))
     return body
+
+
+@cache
+def _nullable_plan(cls: type) -> tuple[tuple[str, str, bool], ...]:
+    return tuple((name, kind, optional) for name, kind, _nested, _d, optional in _plan(cls))
+
+
+def _check_nulls(entity: Any, where: str) -> None:
+    for name, kind, optional in _nullable_plan(type(entity)):
+        v = getattr(entity, name)
+        if v is None:
+            if not optional and kind != "uuid":
+                raise WireError(f"{where}: non-nullable field {name} is null")
+        elif kind == "entities":
+            for x in v:
+                _check_nulls(x, where)
+        elif kind == "entity":
+            _check_nulls(v, where)
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:

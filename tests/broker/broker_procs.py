@@ -1,0 +1,175 @@
+"""Real `wrack-broker` processes for the tests: start, wait until they serve, signal,
+collect their logs; every process killed and every directory removed, even on failure
+(use `BrokerFleet` as a context manager or pytest fixture)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BROKER = str(Path(sys.executable).parent / "wrack-broker")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    s = socket.socket()
+    s.bind((host, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), 0.5).close()
+            return
+        except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {proc.returncode} before listening on {host}:{port}") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout} s") from None
+            time.sleep(0.05)
+
+
+@dataclass
+class BrokerProc:
+    """One broker (or controller) process and its properties."""
+
+    name: str
+    props: dict[str, str]
+    data_dir: str
+    log_path: str
+    host: str = "127.0.0.1"
+    port: int = 0  # its PLAINTEXT port (0: none)
+    proc: subprocess.Popen | None = None
+    starts: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, wait: float = 30.0) -> BrokerProc:
+        args = [BROKER]
+        for k, v in self.props.items():
+            args += ["--override", f"{k}={v}"]
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- start {self.starts}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env},
+                                         start_new_session=True)
+        if wait and self.port:
+            wait_port(self.host, self.port, wait, self.proc)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        if self.running:
+            assert self.proc is not None
+            self.proc.send_signal(sig)
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.proc is not None
+        self.signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log_text(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class BrokerFleet:
+    """Processes and temp dirs of one test; `close()` kills and removes everything."""
+
+    def __init__(self, prefix: str = "wrack-test-broker-") -> None:
+        self.base = tempfile.mkdtemp(prefix=prefix)
+        self.procs: dict[str, BrokerProc] = {}
+
+    def __enter__(self) -> BrokerFleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def add(self, name: str, props: dict[str, str], host: str = "127.0.0.1", port: int = 0,
+            env: dict[str, str] | None = None) -> BrokerProc:
+        data = os.path.join(self.base, name)
+        os.makedirs(data, exist_ok=True)
+        props = {"log.dirs": data, **props}
+        p = BrokerProc(name, props, data, os.path.join(self.base, f"{name}.out"), host, port, env=env or {})
+        self.procs[name] = p
+        return p
+
+    def single(self, name: str = "b0", extra: dict[str, str] | None = None, host: str = "127.0.0.1") -> BrokerProc:
+        """A single node that is its own controller (the issue's minimal command line)."""
+        port = free_port(host)
+        props = {"node.id": "0", "listeners": f"PLAINTEXT://{host}:{port}", **(extra or {})}
+        return self.add(name, props, host, port)
+
+    def logs(self) -> str:
+        return "\n".join(f"==== {p.name}\n{p.log_text()[-6000:]}" for p in self.procs.values())
+
+    def close(self) -> None:
+        for p in self.procs.values():
+            if p.proc is not None and p.proc.poll() is None:
+                try:
+                    os.killpg(p.proc.pid, signal.SIGKILL)
+                except OSError:
+                    p.proc.kill()
+                p.proc.wait(10)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def cluster(fleet: BrokerFleet, brokers: int = 3, separate_controller: bool = True, hosts: list[str] | None = None,
+            extra: dict[str, str] | None = None) -> tuple[BrokerProc | None, list[BrokerProc]]:
+    """A controller (its own process, node id 100, unless `separate_controller` is False:
+    then broker 0 is also the controller) and `brokers` brokers (ids 0..n-1), each on its
+    own loopback address from `hosts` (default 127.0.0.1)."""
+    hosts = hosts or ["127.0.0.1"] * (brokers + 1)
+    ctl_host = hosts[-1] if separate_controller else hosts[0]
+    ctl_port = free_port(ctl_host)
+    ctl_id = 100 if separate_controller else 0
+    voters = f"{ctl_id}@{ctl_host}:{ctl_port}"
+    common = {"controller.quorum.voters": voters, **(extra or {})}
+    ctl = None
+    if separate_controller:
+        ctl = fleet.add("ctl", {"node.id": str(ctl_id), "process.roles": "controller",
+                                "listeners": f"CONTROLLER://{ctl_host}:{ctl_port}", **common}, ctl_host, ctl_port)
+    out = []
+    for i in range(brokers):
+        host = hosts[i]
+        port = free_port(host)
+        listeners = f"PLAINTEXT://{host}:{port}"
+        roles = "broker"
+        if not separate_controller and i == 0:
+            listeners += f",CONTROLLER://{ctl_host}:{ctl_port}"
+            roles = "broker,controller"
+        out.append(fleet.add(f"b{i}", {"node.id": str(i), "process.roles": roles, "listeners": listeners, **common},
+                             host, port))
+    return ctl, out
+
+
+def loopback_hosts(n: int, first: int = 2) -> list[str]:
+    """n distinct 127.0.0.x addresses (Linux routes all of 127/8 to lo)."""
+    return [f"127.0.0.{first + i}" for i in range(n)]
