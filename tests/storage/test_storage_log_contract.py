@@ -31,21 +31,28 @@ def open_segmented(directory: str, *, recover: bool = False, recovery_point: int
     return log
 
 
+FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") else None  # fsyncs are cheap there; the logic is what is tested
+
+
 @pytest.fixture(params=["memory", "segmented"])
-def new_log(request, tmp_path):
+def new_log(request):
     """A factory of empty logs of one implementation."""
     made: list[SegmentedLog] = []
+    root = tempfile.mkdtemp(prefix="wrack-contract-", dir=FAST_TMP)
 
     def make():
         if request.param == "memory":
             return InMemoryPartitionLog()
-        log = open_segmented(str(tmp_path / f"log{len(made)}"))
+        log = open_segmented(os.path.join(root, f"log{len(made)}"))
         made.append(log)
         return log
 
-    yield make
-    for log in made:
-        log.close()
+    try:
+        yield make
+    finally:
+        for log in made:
+            log.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_leader_append_assigns_offsets_and_epochs(new_log):
@@ -156,7 +163,7 @@ class BothLogs(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.mkdtemp(prefix="wrack-contract-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.tmp = tempfile.mkdtemp(prefix="wrack-contract-", dir=FAST_TMP)
         self.model = InMemoryPartitionLog()
         self.disk = open_segmented(self.tmp)
         self.epoch = 0
