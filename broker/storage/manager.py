@@ -50,6 +50,7 @@ from broker.storage.log import (
     parse_partition_dir,
     partition_dir_name,
 )
+from broker.storage.segment import StorageError
 
 
 def _monotonic_ms() -> int:
@@ -180,16 +181,19 @@ class LogManager:
                     if tp in self._logs:
                         notes.append(f"{path}: {tp.topic}-{tp.partition} is already in {self._dir_of[tp]}; ignored")
                         continue
-                    log, report = SegmentedLog.open(
-                        path, tp, c,
-                        recovery_point=rps.get(tp, 0),
-                        log_start_offset=starts.get(tp, 0),
-                        recover=recover,
-                        logger=self.logger,
-                        after_append=self._after_append,
-                        on_truncate=self._on_truncate,
-                        background=self._submit,
-                    )
+                    try:
+                        log, report = SegmentedLog.open(
+                            path, tp, c,
+                            recovery_point=rps.get(tp, 0),
+                            log_start_offset=starts.get(tp, 0),
+                            recover=recover,
+                            logger=self.logger,
+                            after_append=self._after_append,
+                            on_truncate=self._on_truncate,
+                            background=self._submit,
+                        )
+                    except (OSError, StorageError) as e:
+                        raise StorageError(f"{path}: cannot open the log: {e}") from e
                     self._logs[tp] = log
                     self._dir_of[tp] = d
                     partitions[tp] = report
@@ -197,6 +201,11 @@ class LogManager:
                         hw[tp] = hwms[tp]
                 self._hwms[d] = {tp: v for tp, v in hwms.items() if self._dir_of.get(tp) == d}
         except BaseException:
+            for log in self._logs.values():
+                log.close(write_indexes=False)
+            self._logs.clear()
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
             self._release()
             raise
         self._started = True
