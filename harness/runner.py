@@ -335,6 +335,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
                                     rng=random.Random(seed), nemesis=nemesis_op, on_event=progress.event)
             timings.lap("final" if final is not None else "heal")
             test["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
+            if hasattr(wl, "summary"):
+                test["workload_summary"] = wl.summary()
             progress.phase("teardown")
             errs = nem.teardown()
             errs += collecting.finish(cluster.nodes, str(run_dir / "nodes"))

@@ -222,6 +222,12 @@ class QueueWorkload:
     def generator(self) -> Generator:
         return QueueGenerator(self.keys, self.opts)
 
+    def summary(self) -> dict[str, Any]:
+        """What the final read-back achieved: complete, or the offsets still unread per key."""
+        unread = self.tracker.unread()
+        return {"final_read_complete": not unread, "unread_offsets": unread,
+                "highest_acked": dict(self.tracker.acked), "highest_polled": dict(self.tracker.polled)}
+
     def final_generator(self) -> Generator:
         tracker = self.tracker
         poll_ms = max(self.opts.poll_ms, 500)
