@@ -177,8 +177,11 @@ def test_campaign_file_errors(tmp_path):
 
 
 def test_shipped_campaigns_load():
-    from harness.campaign import load_spec
+    from harness.campaign import cell_test_options, load_spec
+    from harness.runner import validate
 
     for name in ("smoke", "regression"):
         spec = load_spec(ROOT / "campaigns" / f"{name}.yaml")
         assert spec.cells and spec.name == name
+        for cell in spec.cells:  # every cell's options are valid test options
+            validate(cell_test_options(spec, cell, ROOT / "results", {}))
