@@ -15,9 +15,10 @@ The first op of every process is an assign. Failed polls roll the consumer back 
 it was, so a failed poll never makes the next one look like it skipped. Send errors are
 classified by `workloads.errors` (definite `fail` vs indeterminate `info`).
 
-The final phase (`final_generator`): every thread assigns all keys from the beginning and
+The final phase (`final_generator`): every process assigns all keys from the beginning and
 polls until every key has been read up to the highest acknowledged offset (by anyone), or
-the final time limit passes.
+the final time limit passes; a process that crashes meanwhile is replaced by one that
+assigns again (`each_process`).
 """
 
 from __future__ import annotations
@@ -237,7 +238,7 @@ class QueueWorkload:
 
         per_thread = gen.concat({"f": "assign", "value": list(self.keys), "seek_to_beginning": True},
                                 gen.Fn(poll_until_read))
-        return gen.time_limit(self.opts.final_time_limit, gen.each_thread(per_thread))
+        return gen.time_limit(self.opts.final_time_limit, gen.each_process(per_thread))
 
     def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
               ) -> dict[str, Any]:

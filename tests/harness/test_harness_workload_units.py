@@ -219,3 +219,20 @@ def test_log_workload_ops_and_reads():
 def test_unknown_workload():
     with pytest.raises(ValueError, match="unknown workload"):
         make("nope")
+
+
+def test_final_read_back_reassigns_after_a_crash():
+    wl = make("queue", WorkloadOptions(topics=1, partitions=1, final_time_limit=5))
+    wl.observe({"type": "ok", "f": "send", "value": [["send", "queue0-0", [1, 5]]]})
+    polls = iter(["info", {"queue0-0": [[0, 4], [1, 5]]}])
+
+    def complete(op):
+        if op["f"] == "poll":
+            r = next(polls, {})
+            return "info" if r == "info" else {"type": "ok", "value": [["poll", r]]}
+        return "ok"
+
+    h = simulate(g.on_update(wl.observe, wl.final_generator()), 1, complete=complete)
+    assert [(e["process"], e["f"]) for e in h if e["type"] == "invoke"] == [
+        (0, "assign"), (0, "poll"), (1, "assign"), (1, "poll")]
+    assert wl.summary()["final_read_complete"]
