@@ -1,0 +1,192 @@
+"""Replicated throughput, latency and failover: three `wrack-broker` processes on
+loopback (node 0 is also the controller), RF=3, min.insync.replicas=2, librdkafka with
+acks=all, Kafka's default timeouts (broker.session.timeout.ms 9000, heartbeat 2000).
+
+    .venv/bin/python bench/replication.py [--messages N] [--rate R] [--repeat K] [--json]
+
+1. Throughput: N 100-byte values as fast as librdkafka batches them (linger.ms=5) to
+   one partition; msgs/s and MB/s, and the brokers' CPU seconds.
+2. Latency: R msgs/s for 5 s, every message's time from produce() to its delivery
+   report: p50 / p99 / p999.
+3. Failover: a producer sends every 2 ms to a partition led by node 1 or 2 (not the
+   controller); its leader is SIGKILLed; prints the time from the kill to the first
+   successful delivery after it, and how long the restarted broker takes to rejoin the
+   ISR. Targets (issue 5): >= 50,000 msgs/s, failover under 12 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+_spec = importlib.util.spec_from_file_location("wrack_bench_broker", os.path.join(os.path.dirname(__file__), "broker.py"))
+assert _spec is not None and _spec.loader is not None
+bb = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bb)
+
+
+class Cluster:
+    """Three nodes, node 0 = broker + controller; everything removed on close()."""
+
+    def __init__(self) -> None:
+        self.base = tempfile.mkdtemp(prefix="wrack-bench-repl-")
+        self.ports = [bb.free_port() for _ in range(3)]
+        self.cport = bb.free_port()
+        self.procs: dict[int, subprocess.Popen] = {}
+
+    def start(self, i: int) -> None:
+        roles = "broker,controller" if i == 0 else "broker"
+        listeners = f"PLAINTEXT://127.0.0.1:{self.ports[i]}" + (f",CONTROLLER://127.0.0.1:{self.cport}" if i == 0 else "")
+        args = [bb.BROKER, "--override", f"node.id={i}", "--override", f"process.roles={roles}",
+                "--override", f"listeners={listeners}", "--override", f"log.dirs={self.base}/n{i}",
+                "--override", f"controller.quorum.voters=0@127.0.0.1:{self.cport}",
+                "--override", "min.insync.replicas=2", "--override", "default.replication.factor=3",
+                "--override", "wrack.log.level=WARNING"]
+        with open(f"{self.base}/n{i}.out", "ab") as out:
+            self.procs[i] = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=out)
+        bb.wait_port("127.0.0.1", self.ports[i], self.procs[i])
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def cpu(self) -> float:
+        return sum(bb.cpu_seconds(p.pid) for p in self.procs.values() if p.poll() is None)
+
+    def close(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def partitions(admin, topic: str):  # noqa: ANN001
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions
+
+
+def wait_until(pred, timeout: float):  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    return None
+
+
+def failover(c: Cluster, admin) -> dict:  # noqa: ANN001
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    topic = "bench-failover"
+    for f in admin.create_topics([NewTopic(topic, 3, 3)]).values():
+        f.result(30)
+    parts = wait_until(lambda: (lambda ps: ps if all(len(p.isrs) == 3 for p in ps.values()) else None)(partitions(admin, topic)), 30)
+    part = next(p for p in parts.values() if p.leader in (1, 2))
+    victim = part.leader
+    acks: list[tuple[float, float]] = []  # (sent, acknowledged)
+    errors: list[str] = []
+    stop = threading.Event()
+    pr = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 1, "message.timeout.ms": 60000,
+                   "retries": 1000000, "retry.backoff.ms": 50})
+
+    def cb(err, _msg, sent=0.0):  # noqa: ANN001
+        (errors.append(str(err)) if err is not None else acks.append((sent, time.monotonic())))
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                sent = time.monotonic()
+                pr.produce(topic, b"x" * 100, partition=part.id, on_delivery=lambda e, m, s=sent: cb(e, m, s))
+            except BufferError:
+                pass
+            pr.poll(0.002)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        time.sleep(3)
+        killed = time.monotonic()
+        c.procs[victim].send_signal(signal.SIGKILL)
+        c.procs[victim].wait(10)
+        # the first message produced after the kill that is acknowledged
+        first = wait_until(lambda: min((a for s, a in acks if s > killed), default=None), 60)
+        new_leader = partitions(admin, topic)[part.id].leader
+        restarted = time.monotonic()
+        c.start(victim)
+        rejoined = wait_until(lambda: len(partitions(admin, topic)[part.id].isrs) == 3, 90)
+        rejoin_s = time.monotonic() - restarted if rejoined else None
+    finally:
+        stop.set()
+        t.join(10)
+        pr.flush(60)
+    return {"victim": victim, "new_leader": new_leader, "failover_s": (first - killed) if first else None,
+            "rejoin_isr_s": rejoin_s, "errors": len(errors)}
+
+
+def run_once(n: int, rate: int) -> dict:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    c = Cluster()
+    try:
+        for i in range(3):
+            c.start(i)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        for f in admin.create_topics([NewTopic("bench-repl", 1, 3), NewTopic("bench-lat", 1, 3)]).values():
+            f.result(30)
+        wait_until(lambda: all(len(partitions(admin, t)[0].isrs) == 3 for t in ("bench-repl", "bench-lat")), 30)
+        out: dict = {}
+        c0 = c.cpu()
+        out["throughput"] = bb.produce(c.bootstrap, "bench-repl", n, "all")
+        out["throughput"]["brokers_cpu_s"] = c.cpu() - c0
+        out["latency"] = bb.paced_latency(c.bootstrap, "bench-lat", rate, 5.0)
+        out["failover"] = failover(c, admin)
+        return out
+    finally:
+        c.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=500_000)
+    ap.add_argument("--rate", type=int, default=10_000, help="msgs/s of the latency run")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    runs = [run_once(args.messages, args.rate) for _ in range(args.repeat)]
+    best = {
+        "throughput": max((r["throughput"] for r in runs), key=lambda x: x["msgs_per_s"]),
+        "latency": min((r["latency"] for r in runs), key=lambda x: x["p99_ms"]),
+        "failover": min((r["failover"] for r in runs), key=lambda x: x["failover_s"] or 1e9),
+    }
+    load = bb.loadavg()
+    if args.json:
+        print(json.dumps({"messages": args.messages, "runs": runs, "best": best, "loadavg": load}))
+        return 0
+    t, lat, f = best["throughput"], best["latency"], best["failover"]
+    print(f"wrack-broker x3 (node 0 also controller), RF=3, min.insync.replicas=2, acks=all, best of {len(runs)}"
+          f" (load average {' '.join(load)})")
+    print(f"  throughput  {t['msgs_per_s']:>10,.0f} msgs/s {t['mb_per_s']:6.1f} MB/s  ({args.messages:,} x 100 B,"
+          f" brokers' CPU {t['brokers_cpu_s']:.1f} s of {t['seconds']:.1f} s)")
+    print(f"  latency     at {lat['rate']:,} msgs/s: p50 {lat['p50_ms']:.1f} ms  p99 {lat['p99_ms']:.1f} ms"
+          f"  p999 {lat['p999_ms']:.1f} ms")
+    fs = f"{f['failover_s']:.1f} s" if f["failover_s"] is not None else "no delivery within 60 s"
+    rj = f"{f['rejoin_isr_s']:.1f} s" if f["rejoin_isr_s"] is not None else "not within 90 s"
+    print(f"  failover    leader {f['victim']} SIGKILLed -> first acked produce after {fs} (new leader {f['new_leader']});"
+          f" restarted broker back in the ISR after {rj}")
+    print("  targets: >= 50,000 msgs/s, failover < 12 s with default timeouts")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
