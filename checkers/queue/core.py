@@ -111,7 +111,6 @@ class QueuePass:
         # sends
         self.writer: dict[str, dict[Any, int]] = {}  # value -> op index << 2 | outcome
         self.ack_t: dict[str, dict[Any, int]] = {}  # value -> ack time (ok sends)
-        self.send_off: dict[str, dict[Any, int]] = {}  # value -> offset an ok/info send reported
         self.failed: dict[str, list[Any]] = {}
         self.info_sends: list[tuple[int, str, Any, int | None]] = []  # (op, k, v, offset)
         self.op_process: dict[int, Any] = {}  # op -> process, for ops that appear in examples
@@ -161,7 +160,6 @@ class QueuePass:
         psend_all = self.psend
         writer = self.writer
         ack_t = self.ack_t
-        send_off = self.send_off
         send_pairs = self.send_pairs
         observe = self.observe
         tab = self.table
@@ -267,7 +265,6 @@ class QueuePass:
                         else:
                             w[v] = idx << 2
                             ack_t[k][v] = t
-                            send_off[k][v] = o
                             observe(k, o, v, idx)
                             ps = psend_all.get(p)
                             if ps is None:
@@ -393,7 +390,6 @@ class QueuePass:
             if w is None:
                 w = writer[k] = {}
                 self.ack_t[k] = {}
-                self.send_off[k] = {}
             if v in w:
                 raise Bad(f"value {v!r} of key {k!r} is sent twice (first by op {w[v] >> 2}); "
                           f"values must be unique per key")
@@ -401,12 +397,9 @@ class QueuePass:
             if tc == OK:
                 self.ack_t[k][v] = t
                 if o is not None:
-                    self.send_off[k][v] = o
                     self.observe(k, o, v, idx)
             elif tc == INFO:
                 self.info_sends.append((idx, k, v, o))
-                if o is not None:
-                    self.send_off[k][v] = o
             else:
                 self.failed.setdefault(k, []).append(v)
             if per_key is not None:
