@@ -1,7 +1,8 @@
 """End to end on the local backend with the real broker and real clients (confluent-kafka):
 partitions and kills against the safe configuration are valid; acks=1 with leader faults
-shows lost writes that the policy allows; a SIGKILLed harness leaves a history that
-`wrack analyze` checks. Root only; skipped until `wrack-broker` runs. About 3 minutes."""
+is valid by its policy (lost or unseen writes allowed); a SIGKILLed harness (driving
+kafka-python) leaves a history that `wrack analyze` checks; the log workload is
+linearizable. Root only; skipped until `wrack-broker` runs. About 4 minutes."""
 
 from __future__ import annotations
 
@@ -77,9 +78,10 @@ def test_acks1_with_leader_faults_is_valid_by_policy(tmp_path, record_property):
 
 
 def test_sigkilled_harness_with_real_clients_is_checkable(tmp_path):
+    # the alternative client library (kafka-python) drives this run
     proc = subprocess.Popen([wrack_bin(), "test", "--results", str(tmp_path), "--quiet", "--nodes", "3",
                              "--workload", "queue", "--nemesis", "partition", "--nemesis-interval", "3",
-                             "--time-limit", "60", "--rate", "100"],
+                             "--time-limit", "60", "--rate", "100", "--client", "kafka-python"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run = None
     try:
@@ -109,3 +111,11 @@ def test_sigkilled_harness_with_real_clients_is_checkable(tmp_path):
             from clusters import local
 
             local.force_down(json.loads((run / "test.json").read_text())["cluster"]["name"])
+
+
+def test_log_workload_is_linearizable_under_partitions(tmp_path):
+    rc, line, run = wrack_test(tmp_path, "--nodes", "3", "--workload", "log", "--nemesis", "partition",
+                               "--nemesis-interval", "3", "--time-limit", "12", "--rate", "60", "--seed", "3")
+    res = json.loads((run / "results.json").read_text())
+    assert rc == 0 and line["verdict"] == "valid", res.get("anomaly_types")
+    assert res["checker"] == "linearizable" and ok_ops(run, "send") > 20 and ok_ops(run, "read") > 20
