@@ -20,7 +20,8 @@ one layer each, no Dockerfile (docker-py only drives the deprecated legacy build
 
 `ensure_image(client)` returns the tag of an up-to-date `wrack-node` image, building the
 missing stages; callers hold `image_lock()` so concurrent `up`s build once and no image is
-pruned between its build and its use. After a build, older images of that stage that no
+pruned between its build and its use. A build killed half-way (its container, its rootfs
+temp dir) is cleaned up by the next `ensure_image`. After a build, older images of that stage that no
 container uses are removed. Building the base needs root (debootstrap) and the mirror.
 """
 
@@ -434,9 +435,29 @@ def node_script(wheel_name: str) -> str:
             f"&& {VENV}/bin/python -c 'import broker, clusters, nemesis'")
 
 
+def clean_stale_builds(client: Any) -> list[str]:
+    """Remove what a build killed half-way left: its container (label `wrack.build`) and its
+    rootfs temp dir (mounts below it first). Only safe under `image_lock()`."""
+    import docker
+
+    removed = []
+    for ct in client.containers.list(all=True, filters={"label": "wrack.build"}):
+        with contextlib.suppress(docker.errors.NotFound):
+            ct.remove(force=True)
+            removed.append(f"container {ct.name}")
+    tmp = os.environ.get("WRACK_ROOTFS_TMP") or tempfile.gettempdir()
+    for d in Path(tmp).glob("wrack-rootfs-*"):
+        _unmount_below(str(d))
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(f"dir {d}")
+    return removed
+
+
 def ensure_image(client: Any, log: Log = _stderr_log) -> str:
     """The tag of an up-to-date node image, building the stages that are missing (call it
     under `image_lock()`)."""
+    for what in clean_stale_builds(client):
+        log(f"removed the leftover of an interrupted image build: {what}")
     suite = host_suite()
     arch = host_arch()
     base_tag = f"wrack-node-base:{digest(*base_recipe(suite, arch))}"

@@ -3,6 +3,7 @@ locally built image: CLI up/status/down leaving nothing behind, the Node interfa
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -400,3 +401,30 @@ def test_attach_finds_the_cluster_and_the_image_is_cached(dcluster):
         assert docker.node_image(docker.client()) == d["image"]
     with pytest.raises(FileNotFoundError):
         docker.attach("no-such-cluster-zz")
+
+
+@pytest.mark.docker
+@pytest.mark.root
+@needs_docker
+def test_the_leftovers_of_a_killed_image_build_are_cleaned(tmp_path, monkeypatch):
+    from clusters import docker
+
+    c = docker.client()
+    image = session_image()
+    ct = c.containers.create(image, ["true"], network_mode="none", labels={"wrack.build": "wrack-node:test"})
+    monkeypatch.setenv("WRACK_ROOTFS_TMP", str(tmp_path))
+    stale = tmp_path / "wrack-rootfs-killed"
+    (stale / "rootfs" / "proc").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "wrack-test-stale", str(stale / "rootfs" / "proc")], check=True)
+    try:
+        with di.image_lock():
+            removed = di.clean_stale_builds(c)
+        assert f"container {ct.name}" in removed and f"dir {stale}" in removed
+        assert not stale.exists() and "wrack-test-stale" not in Path("/proc/mounts").read_text()
+        assert not c.containers.list(all=True, filters={"label": "wrack.build"})
+    finally:
+        subprocess.run(["umount", "-l", str(stale / "rootfs" / "proc")], capture_output=True)
+        import docker as sdk
+
+        with contextlib.suppress(sdk.errors.NotFound):
+            ct.remove(force=True)
