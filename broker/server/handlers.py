@@ -130,6 +130,12 @@ class Handlers:
             k.DELETE_TOPICS: self.delete_topics,
             k.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             k.DESCRIBE_CONFIGS: self.describe_configs,
+            k.JOIN_GROUP: self.join_group,
+            k.SYNC_GROUP: self.sync_group,
+            k.HEARTBEAT: self.heartbeat,
+            k.LEAVE_GROUP: self.leave_group,
+            k.DESCRIBE_GROUPS: self.describe_groups,
+            k.LIST_GROUPS: self.list_groups,
         }
 
     # ------------------------------------------------------------ dispatch
@@ -608,8 +614,8 @@ class Handlers:
         group_err = E.none
         if self._coordinator(group) != self.node.node_id:
             group_err = E.not_coordinator
-        elif generation >= 0 or body.member_id:
-            group_err = E.illegal_generation  # no group membership here: only simple (assign) commits
+        else:
+            group_err = self.node.groups.commit_error(self.node.now(), group, generation, body.member_id)
         entries: dict[tuple[str, int], Committed | None] = {}
         out = []
         for t in body.topics:
@@ -656,6 +662,89 @@ class Handlers:
                             "metadata": (c.metadata if c and c.metadata is not None else ""), "error_code": E.none})
             out.append({"name": name, "partitions": prs})
         req.reply({"throttle_time": 0, "topics": out, "error_code": E.none})
+
+    # ------------------------------------------------------------ group membership
+    def _not_coordinator(self, req: Req, group: str) -> bool:
+        return self._coordinator(group) != self.node.node_id
+
+    def join_group(self, req: Req, body: Any) -> None:
+        if self._not_coordinator(req, body.group_id):
+            req.reply({"throttle_time": 0, "error_code": E.not_coordinator, "member_id": body.member_id,
+                       "protocol_name": "", "leader": "", "members": []})
+            return
+        v = req.version
+
+        def reply(r: Any) -> None:
+            req.reply({"throttle_time": 0, "error_code": r.error, "generation_id": r.generation_id,
+                       "protocol_type": r.protocol_type, "protocol_name": r.protocol_name or (None if v >= 7 else ""),
+                       "leader": r.leader, "member_id": r.member_id,
+                       "members": [{"member_id": mid, "group_instance_id": iid, "metadata": meta} for mid, iid, meta in r.members]})
+
+        self.node.groups.join(
+            self.node.now(), body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+            req.header.client_id or "", req.conn.peer.rsplit(":", 1)[0], k.ms(body.session_timeout),
+            k.ms(getattr(body, "rebalance_timeout", -1)), body.protocol_type,
+            [(p.name, p.metadata) for p in body.protocols], v >= 4, reply,
+        )
+        self.node.schedule_timers()
+
+    def sync_group(self, req: Req, body: Any) -> None:
+        if self._not_coordinator(req, body.group_id):
+            req.reply({"throttle_time": 0, "error_code": E.not_coordinator, "assignment": b""})
+            return
+
+        def reply(r: Any) -> None:
+            req.reply({"throttle_time": 0, "error_code": r.error, "protocol_type": r.protocol_type,
+                       "protocol_name": r.protocol_name, "assignment": r.assignment})
+
+        self.node.groups.sync(self.node.now(), body.group_id, body.generation_id, body.member_id,
+                              {a.member_id: a.assignment for a in body.assignments}, reply)
+        self.node.schedule_timers()
+
+    def heartbeat(self, req: Req, body: Any) -> None:
+        if self._not_coordinator(req, body.group_id):
+            err = E.not_coordinator
+        else:
+            err = self.node.groups.heartbeat(self.node.now(), body.group_id, body.generation_id, body.member_id)
+        req.reply({"throttle_time": 0, "error_code": err})
+        self.node.schedule_timers()
+
+    def leave_group(self, req: Req, body: Any) -> None:
+        ids = [m.member_id for m in body.members] if req.version >= 3 else [body.member_id]
+        if self._not_coordinator(req, body.group_id):
+            req.reply({"throttle_time": 0, "error_code": E.not_coordinator, "members": []})
+            return
+        errs = self.node.groups.leave(self.node.now(), body.group_id, ids)
+        top = errs[0] if req.version < 3 else E.none
+        members = [{"member_id": mid, "group_instance_id": getattr(m, "group_instance_id", None), "error_code": e}
+                   for mid, e, m in zip(ids, errs, body.members if req.version >= 3 else [body], strict=True)]
+        req.reply({"throttle_time": 0, "error_code": top, "members": members})
+        self.node.schedule_timers()
+
+    def describe_groups(self, req: Req, body: Any) -> None:
+        out = []
+        for gid in body.groups:
+            if self._not_coordinator(req, gid):
+                out.append({"error_code": E.not_coordinator, "group_id": gid, "group_state": "", "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
+            g = self.node.groups.describe(gid)
+            if g is None:
+                out.append({"error_code": E.none, "group_id": gid, "group_state": "Dead", "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
+            out.append({"error_code": E.none, "group_id": gid, "group_state": g.state, "protocol_type": g.protocol_type or "",
+                        "protocol_data": g.protocol_name or "", "members": [
+                            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                             "client_host": m.client_host, "member_metadata": dict(m.protocols).get(g.protocol_name or "", b""),
+                             "member_assignment": m.assignment} for m in g.members.values()]})
+        req.reply({"throttle_time": 0, "groups": out})
+
+    def list_groups(self, req: Req, body: Any) -> None:
+        states = set(getattr(body, "states_filter", ()) or ())
+        groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state}
+                  for g in self.node.groups.groups.values() if not states or g.state in states]
+        req.reply({"throttle_time": 0, "error_code": E.none, "groups": groups})
 
     # ------------------------------------------------------------ DescribeConfigs
     def describe_configs(self, req: Req, body: Any) -> None:
@@ -780,6 +869,11 @@ def error_response(api_key: int, body: Any, code: ErrorCode) -> dict[str, Any]:
     if api_key == k.OFFSET_FOR_LEADER_EPOCH:
         return {"topics": [{"topic": t.topic, "partitions": [{"error_code": code, "partition": p.partition}
                                                              for p in t.partitions]} for t in body.topics]}
+    if api_key == k.LEAVE_GROUP:
+        return {"error_code": code, "members": []}
+    if api_key == k.DESCRIBE_GROUPS:
+        return {"groups": [{"error_code": code, "group_id": g, "group_state": "", "protocol_type": "", "protocol_data": "",
+                            "members": []} for g in body.groups]}
     if api_key == k.DESCRIBE_CONFIGS:
         return {"results": [{"error_code": code, "error_message": None, "resource_type": r.resource_type,
                              "resource_name": r.resource_name, "configs": []} for r in body.resources]}

@@ -63,6 +63,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import MetadataRecord, encode_record, metadata_log_from_lines
+from broker.server.groups import GroupCoordinator
 from broker.server.logstore import open_store
 from broker.server.offsets import OffsetStore
 from broker.server.transport import Link, Links
@@ -141,6 +142,7 @@ class Node:
         self.controller: Controller | None = None
         self.store: LogManager | None = None
         self.offsets: OffsetStore | None = None
+        self.groups: GroupCoordinator | None = None
         self.metadata_file: MetadataFile | None = None
         self.links = Links(self, settings.node_id, logger.getChild("links"), settings.socket_request_max_bytes)
         self.servers: list[asyncio.base_events.Server] = []
@@ -210,6 +212,8 @@ class Node:
             )
             self.offsets = OffsetStore(Path(s.log_dirs[0]) / OFFSETS_FILE)
             self.offsets.load()
+            self.groups = GroupCoordinator(s.group_initial_rebalance_delay_ms, s.group_min_session_timeout_ms,
+                                           s.group_max_session_timeout_ms)
             store = self.store
             self.broker = Broker(
                 BrokerConfig(
@@ -486,6 +490,10 @@ class Node:
             self.offsets.forget_topic(tp.topic)
 
     # ------------------------------------------------------------ timers
+    def schedule_timers(self) -> None:
+        """Re-read the deadlines soon (after something outside the core changed them)."""
+        self._schedule_rearm()
+
     def _schedule_rearm(self) -> None:
         if not self._rearm_pending:
             self._rearm_pending = True
@@ -499,6 +507,8 @@ class Node:
             ds.append(self.controller.next_deadline())
         if self.store is not None:
             ds.append(self.store.next_flush_deadline())
+        if self.groups is not None:
+            ds.append(self.groups.next_deadline())
         ds.append(self._shutdown_deadline)
         ds = [d for d in ds if d is not None]
         return min(ds) if ds else None
@@ -536,6 +546,10 @@ class Node:
                 d = self.store.next_flush_deadline()
                 if d is not None and d <= now:
                     self.store.flush_due(now)
+            if self.groups is not None:
+                d = self.groups.next_deadline()
+                if d is not None and d <= now:
+                    self.groups.tick(now)
             self._drain()
             if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
                 self._shutdown_deadline = None
