@@ -209,3 +209,20 @@ def test_report_renders_whatever_is_missing(tmp_path):
     from harness.report import write_report
 
     assert "UNKNOWN" in write_report(run).read_text()  # never checked: unknown, torn tail tolerated
+
+
+def test_clock_plot_from_the_nemesis_clock_events(tmp_path):
+    from harness.plots import clock_plot
+
+    h = tmp_path / "history.jsonl"
+    write_history(h, [
+        {"process": "nemesis", "type": "info", "f": "start-clock", "time": 1_000_000_000,
+         "value": {"action": "bump", "clock-offsets": {"n1": 0.5, "n2": 0.0}}},
+        {"process": 0, "type": "invoke", "f": "noop", "value": 1, "time": 2_000_000_000},
+        {"process": "nemesis", "type": "info", "f": "stop-clock", "time": 3_000_000_000,
+         "value": {"action": "reset", "clock-offsets": {"n1": 0.0, "n2": 0.0}}},
+    ])
+    assert clock_plot(h, tmp_path / "clock-skew.png", {})
+    assert (tmp_path / "clock-skew.png").stat().st_size > 5_000
+    write_history(h, [{"process": 0, "type": "invoke", "f": "noop", "value": 1}])
+    assert not clock_plot(h, tmp_path / "none.png", {}) and not (tmp_path / "none.png").exists()
