@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "report": "harness.cmd_report",
     "campaign": "harness.cmd_campaign",
     "serve": "harness.cmd_serve",
+    "pipeline": "harness.cmd_pipeline",
 }
 
 

@@ -115,11 +115,17 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
         m = queue_checks.micro_ops(qops, partitions).persist()
         keep.append(m)
         s.rows = timed("read and shuffle micro-ops", m.count)
-        anomalies, parts = queue_checks.queue_anomalies(m, partitions)
-        for name in ("offsets", "values"):
-            parts[name].persist()
-            keep.append(parts[name])
-        timed("version orders", lambda: (parts["offsets"].count(), parts["values"].count()))
+
+        def stage(name: str, df: DataFrame) -> DataFrame:
+            if name == "committed":  # a few rows: a local table, broadcast by every use
+                rows = timed(f"stage {name}", df.collect)
+                return spark.createDataFrame(rows, df.schema)
+            df = df.persist()
+            keep.append(df)
+            timed(f"stage {name}", df.count)
+            return df
+
+        anomalies = queue_checks.queue_anomalies(m, partitions, stage=stage)
         rows = (anomalies.join(F.broadcast(allowed_df), "run_id")
                 .withColumn("allowed", F.array_contains("allowed", F.col("type")))
                 .withColumn("source", F.lit("pipeline")).withColumn("check_id", F.lit(cid)))

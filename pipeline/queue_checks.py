@@ -33,6 +33,8 @@ the result object groups them per key as the checker does.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -72,17 +74,21 @@ def first_reads(m: DataFrame) -> DataFrame:
             .select("run_id", "key", "value", F.col("r.op").alias("rop"), F.col("r.ret_time").alias("rtime")))
 
 
-def with_status(m: DataFrame, read_values: DataFrame) -> DataFrame:
+def committed_info_ops(m: DataFrame, read_values: DataFrame) -> DataFrame:
+    """(run_id, op) of info ops some of whose sent values an ok poll read: small."""
+    return (m.where((F.col("mop") == "send") & (F.col("type") == "info") & F.col("value").isNotNull())
+            .join(read_values, ["run_id", "key", "value"], "left_semi")
+            .select("run_id", "op").distinct())
+
+
+def with_status(m: DataFrame, committed: DataFrame) -> DataFrame:
     """`m` plus `status` of send rows: ok, committed (info, some value read), info, fail."""
-    info_read_ops = (m.where((F.col("mop") == "send") & (F.col("type") == "info") & F.col("value").isNotNull())
-                     .join(read_values, ["run_id", "key", "value"], "left_semi")
-                     .select("run_id", "op").distinct()
-                     .withColumn("_read", F.lit(True)))
+    c = committed.withColumn("_read", F.lit(True))
     status = (F.when(F.col("mop") != "send", F.lit(None))
               .when(F.col("type") == "ok", F.lit("ok"))
               .when((F.col("type") == "info") & F.col("_read").isNotNull(), F.lit("committed"))
               .otherwise(F.col("type")))
-    return m.join(F.broadcast(info_read_ops), ["run_id", "op"], "left").withColumn("status", status).drop("_read")
+    return m.join(F.broadcast(c), ["run_id", "op"], "left").withColumn("status", status).drop("_read")
 
 
 def observations(m: DataFrame) -> DataFrame:
@@ -133,17 +139,21 @@ def _row(typ: str | Column, key_col: str, value: Column | None, op_index: Column
 
 
 def _ranked(df: DataFrame, offsets: DataFrame, col: str, rank_col: str) -> DataFrame:
-    """`df` plus the rank of its offset column `col` (null if not a known offset)."""
+    """`df` (a few candidate rows) plus the rank of its offset column `col`, a known offset.
+
+    The candidates are broadcast to the (run, key)-partitioned offsets: no sort of the
+    big side, no shuffle.
+    """
     r = offsets.select("run_id", "key", F.col("offset").alias(col), F.col("rank").alias(rank_col))
-    return df.join(r, ["run_id", "key", col], "left")
+    return r.join(F.broadcast(df), ["run_id", "key", col])
 
 
 def _with_skipped(df: DataFrame, offsets: DataFrame, r1: str, r2: str) -> DataFrame:
-    """`df` (rows with ranks r1 < r2, one op each) plus `skipped`: the first values in the gap."""
+    """`df` (candidate rows with ranks r1 < r2, one op each) plus `skipped`: the first values in the gap."""
     ident = ["run_id", "key", "op", r1, r2]
-    gap = (df.select(*ident, F.explode(F.sequence(F.col(r1) + 1, F.least(F.col(r2) - 1, F.col(r1) + SKIPPED_SHOWN)))
+    want = df.select(*ident, F.explode(F.sequence(F.col(r1) + 1, F.least(F.col(r2) - 1, F.col(r1) + SKIPPED_SHOWN)))
                      .alias("rank"))
-           .join(offsets.select("run_id", "key", "rank", "first_value"), ["run_id", "key", "rank"])
+    gap = (offsets.select("run_id", "key", "rank", "first_value").join(F.broadcast(want), ["run_id", "key", "rank"])
            .groupBy(*ident).agg(F.array_sort(F.collect_set(F.struct("rank", "first_value"))).alias("_g"))
            .select(*ident, F.col("_g.first_value").alias("skipped")))
     return df.join(gap, ident, "left")
@@ -331,18 +341,22 @@ def send_order(sends: DataFrame, offsets: DataFrame) -> DataFrame:
         offsets=F.array("a", "b"), delta=F.col("delta")))
 
 
-def queue_anomalies(m: DataFrame, partitions: int) -> tuple[DataFrame, dict[str, DataFrame]]:
-    """Every queue anomaly of the runs in `m` (from `micro_ops`), and the intermediate tables.
+def queue_anomalies(m: DataFrame, partitions: int, *, stage: Any = None) -> DataFrame:
+    """Every queue anomaly of the runs in `m` (from `micro_ops`), as one DataFrame.
 
-    Intermediates (worth persisting when several actions follow): `status` (m with send
-    status), `offsets`, `values`, `first_read`.
+    `stage(name, df) -> df` may materialise the tables several anomaly types share
+    (`first_read`, `committed`, `offsets`, `values`); by default they stay lazy. The
+    committed info ops are few: staged, they become a small local table that every use
+    broadcasts, instead of a subplan each use repeats.
     """
-    first_read = first_reads(m)
+    stage = stage or (lambda _name, df: df)
+    first_read = stage("first_read", first_reads(m))
     read_values = first_read.select("run_id", "key", "value")
-    ms = with_status(m, read_values)
+    committed = stage("committed", committed_info_ops(m, read_values))
+    ms = with_status(m, committed)
     obs = observations(ms)
-    offsets = offsets_of(obs)
-    values = values_of(obs)
+    offsets = stage("offsets", offsets_of(obs))
+    values = stage("values", values_of(obs))
     sends = _send_offsets(ms, values)
     parts = [
         inconsistent_offsets(offsets),
@@ -358,4 +372,4 @@ def queue_anomalies(m: DataFrame, partitions: int) -> tuple[DataFrame, dict[str,
     out = parts[0]
     for p in parts[1:]:
         out = out.unionByName(p)
-    return out, {"status": ms, "offsets": offsets, "values": values, "first_read": first_read}
+    return out

@@ -19,6 +19,7 @@ stops) a SparkSession configured for this project:
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -78,6 +79,9 @@ def base_conf(master: str, progress: bool) -> dict[str, str]:
 def _quiet_python() -> None:
     # pyspark 4 warns about pandas 3 on every pandas UDF; the APIs we use work.
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
+    # A failed query is reported once, by the exception: not also as a JSON log record.
+    for name in ("DataFrameQueryContextLogger", "pyspark", "py4j"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

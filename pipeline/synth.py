@@ -34,6 +34,7 @@ from typing import Any
 
 from harness.history import dumps
 
+PLANTABLE_LOG = ("nonlinearizable",)  # the log workload: a read that misses an acknowledged send
 PLANTABLE = (
     "lost-write",
     "unseen",
@@ -72,6 +73,7 @@ class SynthConfig:
     fault_unavailability: float = 0.25
     plant: dict[str, int] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    workload: str = "queue"  # or "log": per-key send -> offset and read-at-offset (workloads/log.py)
 
 
 @dataclass
@@ -118,14 +120,16 @@ class _Sim:
         self.faults_open = 0
         # Planting schedule: op number -> anomaly types to plant at or after that op.
         self.todo: list[tuple[int, str]] = []
+        plantable = PLANTABLE_LOG if cfg.workload == "log" else PLANTABLE
         for kind, n in sorted(cfg.plant.items()):
-            if kind not in PLANTABLE:
-                raise ValueError(f"cannot plant {kind!r} (plantable: {', '.join(PLANTABLE)})")
+            if kind not in plantable:
+                raise ValueError(f"cannot plant {kind!r} in a {cfg.workload} run (plantable: {', '.join(plantable)})")
             lo, hi = (0.85, 0.95) if kind == "unseen" else (0.1, 0.75)
             for _ in range(n):
                 self.todo.append((int(cfg.ops * self.rng.uniform(lo, hi)), kind))
         self.todo.sort()
         self.armed: list[str] = []  # types due now, waiting for a suitable op
+        self._now = 0
 
     # -------------------------------------------------------------- helpers
 
@@ -193,7 +197,7 @@ class _Sim:
             _, k, v = op["value"][0]
             log = self.logs[k]
             if unavailable or rng.random() < self.cfg.p_send_fail:
-                if "G1a" in self.armed:
+                if "G1a" in self.armed and k not in self.retired:
                     log.append(_Entry(v))
                     self._note("G1a", key=k, value=v, offset=len(log) - 1)
                 return "fail", op["value"]
@@ -213,7 +217,7 @@ class _Sim:
             elif "inconsistent-offsets" in self.armed and k not in self.retired:
                 log.pop()  # the acknowledged record is truncated away; its offset will be reused
                 self._note("inconsistent-offsets", key=k, value=v, offset=o)
-            elif "duplicate" in self.armed:
+            elif "duplicate" in self.armed and k not in self.retired:
                 log.append(_Entry(v))
                 self._note("duplicate", key=k, value=v, offsets=[o, o + 1])
             return "ok", [["send", k, [o, v]]]
@@ -299,6 +303,7 @@ class _Sim:
                 op = self._choose(w, started)
                 started += 1
                 w.pending = op
+                op["_t"] = t
                 yield {"index": index, "time": t, "process": w.process, "type": "invoke", "f": op["f"],
                        "value": op["value"]}
                 index += 1
@@ -306,6 +311,7 @@ class _Sim:
             else:
                 op = w.pending
                 w.pending = None
+                self._now = t
                 typ, val = self._complete(w, op)
                 yield {"index": index, "time": t, "process": w.process, "type": typ, "f": op["f"], "value": val}
                 index += 1
@@ -340,6 +346,51 @@ class _Sim:
                 break
 
 
+class _LogSim(_Sim):
+    """The log workload: `send` [k, v] -> [k, [offset, v]]; `read` [k, o] -> [k, [o, v or null]]."""
+
+    def __init__(self, cfg: SynthConfig):
+        super().__init__(cfg)
+        self.acked: dict[str, dict[int, int]] = {k: {} for k in self.keys}  # offset -> ack time
+
+    def _choose(self, w: _Worker, op_no: int) -> dict[str, Any]:
+        k = self.rng.choice(self.keys)
+        if self.rng.random() < self.cfg.p_send:
+            v = self.next_value
+            self.next_value += 1
+            return {"f": "send", "value": [k, v]}
+        top = max(self.acked[k], default=-1)
+        return {"f": "read", "value": [k, max(0, top + 1 - self.rng.randint(0, 4))]}
+
+    def _complete(self, w: _Worker, op: dict[str, Any]) -> tuple[str, Any]:
+        rng = self.rng
+        unavailable = self.faults_open and rng.random() < self.cfg.fault_unavailability
+        k, x = op["value"]
+        log = self.logs[k]
+        if op["f"] == "send":
+            if unavailable or rng.random() < self.cfg.p_send_fail:
+                return "fail", None
+            if rng.random() < self.cfg.p_send_info:
+                if rng.random() < 0.5:
+                    log.append(_Entry(x))
+                return "info", None
+            log.append(_Entry(x))
+            o = len(log) - 1
+            self.acked[k][o] = self._now
+            return "ok", [k, [o, x]]
+        if unavailable:
+            return "fail", None
+        if x < len(log):
+            if "nonlinearizable" in self.armed and self.acked[k].get(x, self._now) < op["_t"]:
+                self._note("nonlinearizable", key=k, offset=x, value=log[x].value)
+                return "ok", [k, [x, None]]  # a stale read: offset x was acknowledged before the read began
+            return "ok", [k, [x, log[x].value]]
+        return "ok", [k, [x, None]]
+
+    def _final_phase(self, t: int, index: int) -> Iterable[dict[str, Any]]:
+        return ()
+
+
 def _fault_start(kind: str, rng: random.Random) -> tuple[str, Any]:
     if kind == "kill":
         return "kill", {"nodes": [f"n{rng.randint(1, 5)}"]}
@@ -364,7 +415,7 @@ BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 def default_options(cfg: SynthConfig) -> dict[str, Any]:
     """The test options recorded in test.json (RUN_LAYOUT), with `cfg.options` on top."""
     opts: dict[str, Any] = {
-        "backend": "local", "nodes": 5, "workload": "queue", "nemesis": list(cfg.nemesis),
+        "backend": "local", "nodes": 5, "workload": cfg.workload, "nemesis": list(cfg.nemesis),
         "nemesis_interval": cfg.nemesis_interval_s, "acks": "all", "rf": 3, "min_isr": 2,
         "partitions": cfg.keys, "flush_policy": "default", "safeguards_off": [],
         "time_limit": 60, "rate": 1000, "concurrency": cfg.concurrency,
@@ -388,7 +439,7 @@ def write_run(root: str | os.PathLike[str], cfg: SynthConfig, *, name: str = "sy
     ts = start.strftime("%Y%m%dT%H%M%S.") + f"{start.microsecond // 1000:03d}"
     run_dir = Path(root) / name / ts
     run_dir.mkdir(parents=True, exist_ok=True)
-    sim = _Sim(cfg)
+    sim = _LogSim(cfg) if cfg.workload == "log" else _Sim(cfg)
     hist = run_dir / "history.jsonl"
     events = 0
     ops = 0
