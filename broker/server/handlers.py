@@ -117,6 +117,8 @@ class Handlers:
         self.s = node.s
         self.log = node.log.getChild("api")
         self._creating: set[str] = set()
+        self._by_id: dict[Any, str] = {}
+        self._by_id_offset = -1
         self.table: dict[int, Callable[[Req, Any], None]] = {
             k.PRODUCE: self.produce,
             k.FETCH: self.fetch,
@@ -193,6 +195,13 @@ class Handlers:
 
     def _known(self, tp: TopicPartition) -> bool:
         return tp in self.image.partitions
+
+    def _topics_by_id(self) -> dict[Any, str]:
+        image = self.image
+        if self._by_id_offset != image.next_offset:
+            self._by_id = {tid: name for name, tid in image.topic_ids.items()}
+            self._by_id_offset = image.next_offset
+        return self._by_id
 
     # ------------------------------------------------------------ ApiVersions
     def api_versions(self, req: Req, body: Any) -> None:
@@ -278,18 +287,24 @@ class Handlers:
         if getattr(body, "session_id", 0) not in (0, -1) or getattr(body, "session_epoch", -1) > 0:
             req.reply({"throttle_time": 0, "error_code": E.fetch_session_id_not_found, "session_id": 0, "responses": []})
             return
-        layout: list[tuple[str, list[int]]] = []
+        layout: list[tuple[str, Any, list[int]]] = []
         errors: dict[TopicPartition, ErrorCode] = {}
         parts: list[FetchPartition] = []
+        by_id = self._topics_by_id() if v >= 13 else {}
         for t in body.topics:
-            name = t.topic
-            idxs = []
-            layout.append((name, idxs))
+            if v >= 13:  # topics by id (KIP-516)
+                topic_id = t.topic_id
+                name = by_id.get(topic_id)
+                missing = E.unknown_topic_id
+            else:
+                topic_id, name, missing = None, t.topic, E.unknown_topic_or_partition
+            idxs: list[int] = []
+            layout.append((name, topic_id, idxs))
             for p in t.partitions:
-                tp = TopicPartition(name, p.partition)
+                tp = TopicPartition(name or "", p.partition)
                 idxs.append(p.partition)
-                if not self._known(tp):
-                    errors[tp] = E.unknown_topic_or_partition
+                if name is None or not self._known(tp):
+                    errors[tp] = missing if name is None or name not in self.image.topics else E.unknown_topic_or_partition
                     continue
                 parts.append(FetchPartition(
                     tp, getattr(p, "current_leader_epoch", -1), p.fetch_offset, getattr(p, "last_fetched_epoch", -1),
@@ -299,10 +314,10 @@ class Handlers:
         def respond(resp: Any) -> None:
             got = {pr.tp: pr for pr in resp.partitions} if resp is not None else {}
             out = []
-            for name, idxs in layout:
+            for name, topic_id, idxs in layout:
                 prs = []
                 for idx in idxs:
-                    tp = TopicPartition(name, idx)
+                    tp = TopicPartition(name or "", idx)
                     pr = got.get(tp)
                     if pr is None:
                         prs.append({"partition_index": idx, "error_code": errors.get(tp, E.unknown_topic_or_partition),
@@ -317,7 +332,7 @@ class Handlers:
                     if pr.diverging_epoch is not None:
                         d["diverging_epoch"] = {"epoch": pr.diverging_epoch.epoch, "end_offset": pr.diverging_epoch.end_offset}
                     prs.append(d)
-                out.append({"topic": name, "partitions": prs})
+                out.append({"topic": name or "", "topic_id": topic_id, "partitions": prs})
             req.reply({"throttle_time": 0, "error_code": E.none, "session_id": 0, "responses": out})
 
         if not parts:
@@ -376,7 +391,7 @@ class Handlers:
             names: list[str | None] = sorted(image.topics)
         else:
             names = []
-            by_id = {tid: n for n, tid in image.topic_ids.items()}
+            by_id = self._topics_by_id()
             for t in body.topics:
                 name = getattr(t, "name", None)
                 if name is None and getattr(t, "topic_id", None) is not None:
@@ -843,7 +858,7 @@ def error_response(api_key: int, body: Any, code: ErrorCode) -> dict[str, Any]:
         return {"responses": [{"name": td.name, "partition_responses": [
             {"index": p.index, "error_code": code, "base_offset": -1} for p in td.partition_data]} for td in body.topic_data]}
     if api_key == k.FETCH:
-        return {"error_code": code, "responses": [{"topic": getattr(t, "topic", ""), "partitions": [
+        return {"error_code": code, "responses": [{"topic": getattr(t, "topic", ""), "topic_id": getattr(t, "topic_id", None), "partitions": [
             {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "records": b""} for p in t.partitions]}
             for t in body.topics]}
     if api_key == k.LIST_OFFSETS:

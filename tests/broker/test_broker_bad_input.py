@@ -82,7 +82,7 @@ def test_api_versions_at_an_unknown_version_answers_v0_with_the_supported_list(b
 
 
 def test_a_version_beyond_ours_gets_unsupported_version_in_that_version(broker, client):
-    body = client.call(k.FETCH, 13, {"max_wait": 0, "min_bytes": 1, "topics": [], "forgotten_topics_data": []})
+    body = client.call(k.FETCH, 16, {"max_wait": 0, "min_bytes": 1, "topics": [], "forgotten_topics_data": []})
     assert body.error_code is E.unsupported_version
     md = client.call(k.METADATA, 13, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False,
                                       "include_topic_authorized_operations": False})
@@ -128,6 +128,23 @@ def test_an_acks_0_produce_that_fails_closes_the_connection(broker, client):
         {"name": "nope", "partition_data": [{"index": 0, "records": encode_batch([b"v"])}]}]})
     assert closed(client)
     healthy(broker)
+
+
+def test_fetch_by_topic_id(broker, client):
+    import uuid
+
+    md = client.call(k.METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False,
+                                      "include_topic_authorized_operations": False})
+    tid = md.topics[0].topic_id
+    assert tid is not None and tid.int != 0
+    produce(client, "t", 0, encode_batch([b"by-id"]), acks=1)
+    r = client.call(k.FETCH, 15, {"max_wait": 0, "min_bytes": 1, "topics": [
+        {"topic_id": tid, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]},
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": []})
+    assert r.responses[0].topic_id == tid and r.responses[0].partitions[0].error_code is E.none
+    assert r.responses[0].partitions[0].records
+    assert r.responses[1].partitions[0].error_code is E.unknown_topic_id
 
 
 def test_fetch_and_list_offsets_errors(broker, client):
