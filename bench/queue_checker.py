@@ -7,7 +7,7 @@ Generates (once, cached under the temp dir) a simulated correct queue history: 5
 records per assigned key, client crashes (new process ids), then a final phase that
 assigns every key and reads everything back; about `--events` events (half as many ops).
 Then runs `wrack check --checker queue --json FILE` `--repeat` times (wall time including
-interpreter start, peak RSS of that process) and prints the best and median, events/s and
+interpreter start, its CPU time and peak RSS) and prints the best and median, events/s and
 ops/s, the load average around the runs, and once the time of `--plots DIR` (plots and
 timeline) on top of the check. The verdict must be valid with no anomaly.
 """
@@ -119,8 +119,8 @@ def generate(path: Path, n_events: int, seed: int, n_keys: int = 50, n_proc: int
     return n
 
 
-def run_timed(cmd: list[str]) -> tuple[float, float, int, bytes]:
-    """(wall seconds, peak RSS MiB, exit code, stdout) of one child process."""
+def run_timed(cmd: list[str]) -> tuple[float, float, int, bytes, float]:
+    """(wall seconds, peak RSS MiB, exit code, stdout, CPU seconds) of one child process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = b""
@@ -129,7 +129,7 @@ def run_timed(cmd: list[str]) -> tuple[float, float, int, bytes]:
     _pid, status, ru = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, ru.ru_maxrss / 1024, proc.returncode, out
+    return wall, ru.ru_maxrss / 1024, proc.returncode, out, ru.ru_utime + ru.ru_stime
 
 
 def main() -> int:
@@ -155,30 +155,34 @@ def main() -> int:
     print(f"history: {hist} ({n_events} events, {hist.stat().st_size / 2**20:.0f} MiB)")
     walls: list[float] = []
     rss: list[float] = []
+    cpus: list[float] = []
     result: dict = {}
     load_before = os.getloadavg()
     for _ in range(args.repeat):
-        wall, mib, code, out = run_timed([wrack, "check", "--checker", "queue", "--json", str(hist)])
+        wall, mib, code, out, cpu = run_timed([wrack, "check", "--checker", "queue", "--json", str(hist)])
         result = json.loads(out)
         walls.append(wall)
         rss.append(mib)
-        print(f"  run: {wall:.2f} s wall, peak RSS {mib:.0f} MiB, exit {code}, valid={result.get('valid')}")
+        cpus.append(cpu)
+        print(f"  run: {wall:.2f} s wall, {cpu:.2f} s CPU, peak RSS {mib:.0f} MiB, exit {code}, "
+              f"valid={result.get('valid')}")
     load_after = os.getloadavg()
     ops = result.get("checked", {}).get("ops", n_events // 2)
     best = min(walls)
     print(f"queue check (CLI, interpreter start included): best {best:.2f} s, median "
-          f"{statistics.median(walls):.2f} s over {len(walls)} runs")
+          f"{statistics.median(walls):.2f} s over {len(walls)} runs; CPU best {min(cpus):.2f} s")
     print(f"  {n_events / best:,.0f} events/s, {ops / best:,.0f} ops/s ({ops} ops); peak RSS {max(rss):.0f} MiB")
     print(f"  verdict: valid={result.get('valid')} anomaly_types={result.get('anomaly_types')}")
     print(f"  load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (2 cores shared)")
     ok = result.get("valid") is True and not result.get("anomaly_types")
     if not args.no_plots:
         with tempfile.TemporaryDirectory(prefix="wrack-bench-plots-") as d:
-            wall, mib, code, out = run_timed([wrack, "check", "--checker", "queue", "--json", str(hist),
-                                              "--plots", d])
+            wall, mib, code, out, cpu = run_timed([wrack, "check", "--checker", "queue", "--json", str(hist),
+                                                   "--plots", d])
             files = sorted(os.listdir(d))
             size = sum(os.path.getsize(os.path.join(d, x)) for x in files)
-            print(f"check + plots + timeline: {wall:.2f} s wall ({wall - best:.2f} s over the check), peak RSS "
+            print(f"check + plots + timeline: {wall:.2f} s wall, {cpu:.2f} s CPU ({cpu - min(cpus):.2f} s over the "
+                  f"check), peak RSS "
                   f"{mib:.0f} MiB, {len(files)} files, {size / 2**20:.1f} MiB: {', '.join(files)}")
             print(f"  load average now {os.getloadavg()[0]:.2f}")
     return 0 if ok else 1
