@@ -28,6 +28,8 @@ FORMATS = ("jsonl", "etcd-log", "kv-edn")
 _ETCD = re.compile(
     r"INFO\s+jepsen\.util\s+-\s+(\d+)\s+:(invoke|ok|fail|info)\s+:(\w+)\s+"
     r"(nil|-?\d+|\[\s*(-?\d+|nil)\s+(-?\d+|nil)\s*\]|:[\w-]+)\s*$")
+_KV_LINE = re.compile(  # the canonical key order of Porcupine's files: the fast path
+    r'\{:process (\d+), :type :(invoke|ok|fail|info), :f :([\w-]+), :key "([^"\\]*)", :value (nil|"[^"\\]*")\}$')
 _EDN_PAIR = re.compile(r'\s*:([\w.-]+)\s+("(?:[^"\\]|\\.)*"|nil|true|false|-?\d+|:[\w.-]+)\s*,?')
 
 
@@ -115,10 +117,18 @@ def read_kv_edn(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, A
     """Events of a Porcupine kv file (see the module docstring)."""
     p = os.fspath(path)
     pair = _EDN_PAIR.match
+    fast = _KV_LINE.match
     index = 0
     for lineno, line in enumerate(_lines(p), 1):
         s = line.strip()
         if not s:
+            continue
+        m = fast(s)
+        if m is not None:
+            proc, typ, f, key, val = m.groups()
+            yield lineno, {"index": index, "time": lineno, "process": int(proc), "type": typ, "f": f,
+                           "value": [key, None if val == "nil" else val[1:-1]]}
+            index += 1
             continue
         if not (s.startswith("{") and s.endswith("}")):
             raise InputError("not an EDN map {...}", p, lineno)

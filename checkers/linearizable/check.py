@@ -186,22 +186,40 @@ def _search_for(model: Model, key: Hashable, lops: list[LinOp], whole: bool) -> 
     if whole:
         keys = list(dict.fromkeys(lo.key for lo in lops))
         kidx = {k: i for i, k in enumerate(keys)}
-        m = composite(model, keys)
-        calls = [(kidx[lo.key], lo.call) for lo in lops]
         groups = [kidx[lo.key] for lo in lops]
-    spec = Spec(m.init(), m.step, m.target, m.resets, m.stuck)
+        if model.abstract is not None:  # per key
+            per: dict[int, list[int]] = {}
+            for i, g in enumerate(groups):
+                per.setdefault(g, []).append(i)
+            for idx in per.values():
+                for i, c in zip(idx, model.abstract([calls[i] for i in idx]), strict=True):
+                    calls[i] = c
+        m = composite(model, keys)
+        calls = [(g, c) for g, c in zip(groups, calls, strict=True)]
+    elif model.abstract is not None:
+        calls = model.abstract(calls)
+    spec = Spec(m.init(), m.step, m.target, m.resets, m.stuck, m.blocking)
     s = Search(calls, [lo.start for lo in lops], [lo.end for lo in lops], [lo.readonly for lo in lops], spec,
                groups)
     return Partition(key, lops), s
 
 
-def _linearization(s: Search, stack: list[int], whole: bool) -> list[tuple[int, Any]]:
-    """(op position, state after) pairs from a search stack."""
+def _replay(model: Model, p: Partition, order: list[int]) -> tuple[list[tuple[int, Any]], Any]:
+    """(op position, state after) for the ops of `order` replayed on the concrete model from
+    its initial state (the search may have run on abstracted calls), and the final state.
+    Without partitioning the states shown are those of each op's own key."""
+    states: dict[Hashable, Any] = {}
     out = []
-    for op, before in s.frames(stack):
-        st = s.states[s.after(op, before)]
-        out.append((op, st[s.calls[op][0]] if whole else st))  # composite: the op's key only
-    return out
+    for pos in order:
+        lo = p.ops[pos]
+        st = states.get(lo.key)
+        if st is None:
+            st = model.init()
+        nxt = model.step(st, lo.call)
+        st = st if nxt is None else nxt  # (never None: the order is a linearization)
+        states[lo.key] = st
+        out.append((pos, st))
+    return out, states
 
 
 def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | None = None,
@@ -241,11 +259,14 @@ def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | No
                 still.append(i)
             elif r:
                 p.valid = True
-                p.linearization = _linearization(s, s.final, whole)
+                p.linearization, _ = _replay(m, p, [op for op, _ in s.frames(s.final)])
             else:
                 p.valid = False
-                p.linearization = _linearization(s, s.best, whole)
-                p.cannot_follow, p.failed_in = _cannot_follow(s, s.best, whole)
+                p.linearization, states = _replay(m, p, [op for op, _ in s.frames(s.best)])
+                p.cannot_follow = _cannot_follow(s, s.best)
+                if p.cannot_follow is not None:
+                    k = p.ops[p.cannot_follow].key
+                    p.failed_in = states[k] if k in states else m.init()
                 valid = False
             if valid is True and deadline is not None and time.perf_counter() > deadline:
                 valid, reason = "unknown", f"time limit of {time_limit:g} s reached"
@@ -268,21 +289,16 @@ def _normalised(events: Iterable[dict[str, Any]], path: str | None) -> Iterator[
         yield ev
 
 
-def _cannot_follow(s: Search, stack: list[int], whole: bool) -> tuple[int | None, Any]:
-    """The determinate op, not in `stack`, that returns first (what the longest partial
-    linearization cannot take), and the state it is illegal in (its key's, if `whole`)."""
-    frames = s.frames(stack)
-    done = {op for op, _ in frames}
+def _cannot_follow(s: Search, stack: list[int]) -> int | None:
+    """The determinate op, not in `stack`, that returns first: what the longest partial
+    linearization cannot take."""
+    done = {op for op, _ in s.frames(stack)}
     best = None
     for op in range(s.n):
         r = s.ret_entry[op]
         if op not in done and r >= 0 and (best is None or r < s.ret_entry[best]):
             best = op
-    sid = s.after(*frames[-1]) if frames else 0
-    state = s.states[sid]
-    if whole and best is not None:
-        state = state[s.calls[best][0]]
-    return best, state
+    return best
 
 
 def check_events(events: Iterable[dict[str, Any]], model: str | Model, *, time_limit: float | None = None,

@@ -22,6 +22,12 @@ A `Model` is a small record of pure functions (Porcupine's shape):
   does not reset may only "extend" the state; ``stuck(state, read)`` (asked for a read-only
   call illegal in ``state``) is True when no sequence of non-resetting calls can make it
   legal. The defaults (every mutating call resets; stuck) are right for any model.
+  ``blocking(call)`` (optional) marks non-resetting mutating calls that can be stuck the same
+  way (a send at an offset the log has already passed); the checker watches them too.
+- ``abstract(calls) -> calls`` (optional): rewrites one partition's calls into ones with
+  the same verdict that the search handles faster; registers and logs replace every value
+  that no op ever observes by `UNSEEN` (an exact abstraction: no read or compare can tell
+  two unobserved values apart), so crashed writes of such values become interchangeable.
 
 Indeterminate ops (``info``, or never completed) are prepared with an output-free call
 (``"w?"``, ``"c?"``, ``"send?"``...) whose step is legal in every state; the checker
@@ -59,6 +65,8 @@ class Model:
     target: Callable[[Call], State | None] = lambda call: None
     resets: Callable[[Call], bool] = lambda call: True
     stuck: Callable[[State, Call], bool] = lambda state, call: True
+    abstract: Callable[[list[Call]], list[Call]] | None = None
+    blocking: Callable[[Call], bool] = lambda call: False
     partition: bool = True
     doc: str = ""
 
@@ -86,6 +94,23 @@ class _Nil:
 NIL = _Nil()
 
 
+class _Unseen:
+    """Stands for any value that no op of the partition observes (see `Model.abstract`)."""
+
+    def __repr__(self) -> str:
+        return "<an unread value>"
+
+    def __reduce__(self) -> tuple:
+        return (_unseen, ())
+
+
+def _unseen() -> _Unseen:
+    return UNSEEN
+
+
+UNSEEN = _Unseen()
+
+
 def _value(v: Any, what: str) -> Any:
     """A register value: a scalar, JSON null read as `NIL`."""
     return NIL if v is None else _scalar(v, what)
@@ -110,6 +135,8 @@ def _pair(v: Any, what: str) -> tuple[Any, Any]:
 
 
 def _show(v: Any) -> str:
+    if v is UNSEEN:
+        return "?"
     return "nil" if v is None or v is NIL else repr(v) if isinstance(v, str) else str(v)
 
 
@@ -183,6 +210,23 @@ def _prepare_register(op: Any, cas: bool) -> Prepared | None:
     raise ValueError(f"unknown f {f!r} for this model (expected {expected})")
 
 
+def _register_abstract(calls: list[Call]) -> list[Call]:
+    """Written values that no read or compare observes become `UNSEEN`."""
+    seen = set()
+    for c in calls:
+        if c[0] in ("r", "c", "c?", "cf"):
+            seen.add(c[1])
+    out = []
+    for c in calls:
+        k = c[0]
+        if k in ("w", "w?") and c[1] not in seen:
+            c = (k, UNSEEN)
+        elif k in ("c", "c?") and c[2] not in seen:
+            c = (k, c[1], UNSEEN)
+        out.append(c)
+    return out
+
+
 def _register_target(call: Call) -> State | None:
     return call[1] if call[0] == "r" else None
 
@@ -208,6 +252,7 @@ REGISTER = Model(
     describe_call=_describe_register,
     describe_state=_show,
     target=_register_target,
+    abstract=_register_abstract,
     doc="a read/write register starting at nil; ops read, write (value v or [key, v])",
 )
 
@@ -219,6 +264,7 @@ CAS_REGISTER = Model(
     describe_call=_describe_register,
     describe_state=_show,
     target=_register_target,
+    abstract=_register_abstract,
     doc="a register with compare-and-set starting at nil; ops read, write, cas [old, new] "
         "(keyed: [key, v] and [key, [old, new]]); a failed cas observed value != old",
 )
@@ -408,6 +454,32 @@ def _describe_log(call: Call) -> str:
     return repr(call)
 
 
+def _log_abstract(calls: list[Call]) -> list[Call]:
+    """Sent values that no read observes become `UNSEEN`; an indeterminate send of a value
+    that only it sends and that a read found at offset o can only have landed at o."""
+    seen: dict[Any, int] = {}
+    for c in calls:
+        if c[0] == "read" and c[2] is not None:
+            seen.setdefault(c[2], c[1])
+    sent: dict[Any, int] = {}
+    for c in calls:
+        if c[0] == "send" or c[0] == "send?":
+            v = c[2] if c[0] == "send" else c[1]
+            sent[v] = sent.get(v, 0) + 1
+    out = []
+    for c in calls:
+        if c[0] == "send" and c[2] not in seen:
+            c = ("send", c[1], UNSEEN)
+        elif c[0] == "send?":
+            v = c[1]
+            if v not in seen:
+                c = ("send?", UNSEEN)
+            elif sent[v] == 1:
+                c = ("send", seen[v], v)
+        out.append(c)
+    return out
+
+
 def _describe_log_state(state: State) -> str:
     vals = state.values()
     if len(vals) > 12:
@@ -424,7 +496,9 @@ LOG = Model(
     describe_call=_describe_log,
     describe_state=_describe_log_state,
     resets=lambda call: False,  # sends only extend the log
-    stuck=lambda state, call: call[1] < state.length,  # a written offset never changes
+    stuck=lambda state, call: call[1] < state.length,  # a written offset never changes; nor does the length
+    blocking=lambda call: call[0] == "send",
+    abstract=_log_abstract,
     doc="one Kafka partition per key: send v -> [offset, v]; read offset o -> [o, v] (v null: not written yet)",
 )
 
@@ -472,4 +546,5 @@ def composite(model: Model, keys: list[Hashable]) -> Model:
                                                  zip(keys, st, strict=True)) + "}",
         resets=lambda c: model.resets(c[1]),
         stuck=lambda st, c: base_stuck(st[c[0]], c[1]),
+        blocking=lambda c: model.blocking(c[1]),
         partition=False, doc=model.doc)

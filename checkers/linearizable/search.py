@@ -63,6 +63,7 @@ class Spec:
     target: Callable[[Any], State | None] = lambda call: None
     resets: Callable[[Any], bool] = lambda call: True
     stuck: Callable[[State, Any], bool] = lambda state, call: True
+    blocking: Callable[[Any], bool] = lambda call: False
 
 
 class Search:
@@ -87,10 +88,10 @@ class Search:
         # interned states; the configuration cache
         self.states: list[State] = [spec.init]
         self.state_ids: dict[State, int] = {spec.init: 0}
-        self.hi: list[int] = [0]  # state id << n
-        self.seen: set[int] = {0}
+        self.seen: set[tuple[int, int, int]] = {(0, 0, 0)}  # (rel, base, state id): see `run`
         self.steps = 0
-        # per op: state id -> state id after it (-1 illegal; read-only ops: -3 illegal and stuck)
+        # per op: state id -> state id after it (-1 illegal; -3 illegal and stuck, for read-only
+        # and blocking ops)
         self.trans: list[dict[int, int]] = [{} for _ in range(n)]
 
         # entries: (time, 0 call / 1 return, op); calls first on ties
@@ -138,6 +139,24 @@ class Search:
             self.rnxt, self.rprv = self.nxt, self.prv
             self.rhead = [self.H_MUT] * n
         self.resets = resets
+        # rule 2 for mutating ops: determinate, non-resetting ops the model says may block
+        # for good (a send at an offset the log has passed), watched at every configuration
+        watched = [ends[i] is not None and not readonly[i] and not resets[i] and spec.blocking(calls[i])
+                   for i in range(n)]
+        self.watched = watched
+        self.has_watch = any(watched)
+        wnxt = [0] * (m + 2)
+        wprv = [0] * (m + 2)
+        t = m
+        for _, kind, i in ents:
+            if kind == 0 and watched[i]:
+                ce = call_entry[i]
+                wnxt[t] = ce
+                wprv[ce] = t
+                t = ce
+        wnxt[t] = m + 1
+        wprv[m + 1] = t
+        self.wnxt, self.wprv = wnxt, wprv
         self.indet = [e is None for e in ends]
         self.ro = list(readonly)
         # read-only ops legal in one known state: that state's id; -2: ask the model
@@ -148,20 +167,19 @@ class Search:
                 if t is not None:
                     tsid[i] = self._intern(t)
         # twins: the previous indeterminate op with the same call must be linearized first
-        twin = [0] * n
+        # (-1: none). Ops are numbered in call order, so a twin has a smaller number.
+        twin = [-1] * n
         last: dict[Any, int] = {}
         for i in sorted(range(n), key=lambda i: starts[i]):
             if ends[i] is None:
                 c = self.calls[i]
                 if c in last:
-                    twin[i] = 1 << last[c]
+                    twin[i] = last[c]
                 last[c] = i
         self.twin = twin
-        self.bits = [1 << i for i in range(n)]
         # search state
-        self.lin = 0
-        self.sid = 0
-        self.stack: list[int] = []  # (op frame, state id before) pairs, flat
+        self.base = self.rel = self.sid = 0
+        self.stack: list[int] = []  # (op frame, state id, base, rel) before each move, flat
         self.best: list[int] = []  # the longest stack seen
         self.result: bool | None = None
         self.final: list[int] = []  # the stack of the linearization found
@@ -195,7 +213,7 @@ class Search:
         """(op, state id before it) for each frame of a search stack (`best`, `final`)."""
         n = self.n
         return [(~x if x < 0 else x - n if x >= n else x, stack[j + 1]) for j, x in
-                zip(range(0, len(stack), 2), stack[0::2], strict=True)]
+                zip(range(0, len(stack), 4), stack[0::4], strict=True)]
 
     # ------------------------------------------------------------------ model steps
 
@@ -213,7 +231,9 @@ class Search:
         else:
             s = self._step_fn(st, self.calls[op])
         if s is None:
-            r = -3 if self.ro[op] and self._stuck_fn(st, self.calls[op]) else -1
+            r = -3 if (self.ro[op] or self.watched[op]) and self._stuck_fn(st, self.calls[op]) else -1
+        elif self.ro[op]:
+            r = sid  # a read-only step returns its state
         else:
             r = self._intern(s)
         self.trans[op][sid] = r
@@ -225,7 +245,6 @@ class Search:
             r = len(self.states)
             self.states.append(s)
             self.state_ids[s] = r
-            self.hi.append(r << self.n)
         return r
 
     # ------------------------------------------------------------------ the search
@@ -236,14 +255,16 @@ class Search:
             return self.result
         nxt, prv, rnxt, rprv = self.nxt, self.prv, self.rnxt, self.rprv
         op_of, call_entry, ret_entry = self.op_of, self.call_entry, self.ret_entry
-        trans, bits, indet, twin, hi = self.trans, self.bits, self.indet, self.twin, self.hi
+        trans, indet, twin = self.trans, self.indet, self.twin
         tsid, resets, ro = self.tsid, self.resets, self.ro
         seen, stack = self.seen, self.stack
         seen_add = seen.add
         tr_fn = self._trans
         H_RET, H_RO, H_MUT, E_RET = self.H_RET, self.H_RO, self.H_MUT, self.E_RET
         rhead, sep_rs = self.rhead, self.sep_rs
-        lin, sid = self.lin, self.sid
+        wnxt, wprv, watched, has_watch, W_HEAD = self.wnxt, self.wprv, self.watched, self.has_watch, len(op_of)
+        # the linearized set: every op below `base` (in call order), and op base + i iff bit i of `rel`
+        base, rel, sid = self.base, self.rel, self.sid
         n = self.n
         best = len(self.best)
         moves = 0
@@ -251,7 +272,7 @@ class Search:
         result: bool | None = None
 
         while True:
-            # ---- a fresh configuration (lin, sid)
+            # ---- a fresh configuration (base, rel, sid)
             b = nxt[H_RET]
             if b == E_RET:
                 result = True
@@ -281,10 +302,30 @@ class Search:
                         dead = True
                         break
                 e = nxt[e]
+            if not dead and has_watch and not e < b:
+                # 2'. a watched op that can never be legal before its return: dead
+                w = wnxt[W_HEAD]
+                while w < b:
+                    op = op_of[w]
+                    ns = trans[op].get(sid)
+                    if ns is None:
+                        ns = tr_fn(op, sid)
+                    if ns == -3 and rnxt[rhead[op]] > ret_entry[op]:
+                        dead = True
+                        break
+                    w = wnxt[w]
             if dead:
                 e = b
             elif e < b:
-                key = (lin | bits[op]) | hi[sid]
+                d = op - base
+                if d:
+                    nrel, nbase = rel | (1 << d), base
+                else:
+                    nrel = rel | 1
+                    d = (~nrel & (nrel + 1)).bit_length() - 1  # trailing ones
+                    nrel >>= d
+                    nbase = base + d
+                key = (nrel, nbase, sid)
                 if key not in seen:
                     seen_add(key)
                     pe, ne = prv[e], nxt[e]
@@ -296,10 +337,14 @@ class Search:
                     prv[ne] = pe
                     push(~op)
                     push(sid)
-                    lin |= bits[op]
+                    push(base)
+                    push(rel)
+                    base, rel = nbase, nrel
                     continue
                 e = b  # that move was explored already, so this configuration fails
             else:
+                # 3. the op that returns first, if legal here, before the others: it keeps
+                # the others pending, which usually finds a linearization sooner
                 e = nxt[H_MUT]
                 op = op_of[b]
                 if not ro[op]:
@@ -307,7 +352,15 @@ class Search:
                     if ns is None:
                         ns = tr_fn(op, sid)
                     if ns >= 0:
-                        key = (lin | bits[op]) | hi[ns]
+                        d = op - base
+                        if d:
+                            nrel, nbase = rel | (1 << d), base
+                        else:
+                            nrel = rel | 1
+                            d = (~nrel & (nrel + 1)).bit_length() - 1
+                            nrel >>= d
+                            nbase = base + d
+                        key = (nrel, nbase, ns)
                         if key not in seen:
                             seen_add(key)
                             ce = call_entry[op]
@@ -321,21 +374,38 @@ class Search:
                                 pe, ne = rprv[ce], rnxt[ce]
                                 rnxt[pe] = ne
                                 rprv[ne] = pe
+                            if watched[op]:
+                                pe, ne = wprv[ce], wnxt[ce]
+                                wnxt[pe] = ne
+                                wprv[ne] = pe
                             push(op + n)
                             push(sid)
-                            lin |= bits[op]
-                            sid = ns
+                            push(base)
+                            push(rel)
+                            base, rel, sid = nbase, nrel, ns
                             continue
-            # 3. the pending mutating ops in call order, from e; backtrack when none is left
+            # 4. the pending mutating ops in call order, from e; backtrack when none is left
             while True:
                 moved = False
                 while e < b:
                     op = op_of[e]
+                    j = twin[op]
+                    if j >= base and not (rel >> (j - base)) & 1:
+                        e = nxt[e]  # rule 4: its twin first
+                        continue
                     ns = trans[op].get(sid)
                     if ns is None:
                         ns = tr_fn(op, sid)
-                    if ns >= 0 and (ns != sid or not indet[op]) and (not twin[op] or lin & twin[op]):
-                        key = (lin | bits[op]) | hi[ns]
+                    if ns >= 0 and (ns != sid or not indet[op]):
+                        d = op - base
+                        if d:
+                            nrel, nbase = rel | (1 << d), base
+                        else:
+                            nrel = rel | 1
+                            d = (~nrel & (nrel + 1)).bit_length() - 1
+                            nrel >>= d
+                            nbase = base + d
+                        key = (nrel, nbase, ns)
                         if key not in seen:
                             seen_add(key)
                             pe, ne = prv[e], nxt[e]
@@ -350,10 +420,15 @@ class Search:
                                 pe, ne = rprv[e], rnxt[e]
                                 rnxt[pe] = ne
                                 rprv[ne] = pe
+                            if watched[op]:
+                                pe, ne = wprv[e], wnxt[e]
+                                wnxt[pe] = ne
+                                wprv[ne] = pe
                             push(op)
                             push(sid)
-                            lin |= bits[op]
-                            sid = ns
+                            push(base)
+                            push(rel)
+                            base, rel, sid = nbase, nrel, ns
                             moved = True
                             break
                     e = nxt[e]
@@ -364,6 +439,8 @@ class Search:
                     if not stack:
                         result = False
                         break
+                    rel = pop()
+                    base = pop()
                     sid = pop()
                     x = pop()
                     op = ~x if x < 0 else x - n if x >= n else x
@@ -374,11 +451,13 @@ class Search:
                     ce = call_entry[op]
                     nxt[prv[ce]] = ce
                     prv[nxt[ce]] = ce
-                    lin ^= bits[op]
                     if x >= 0:
                         if sep_rs and resets[op]:
                             rnxt[rprv[ce]] = ce
                             rprv[rnxt[ce]] = ce
+                        if watched[op]:
+                            wnxt[wprv[ce]] = ce
+                            wprv[wnxt[ce]] = ce
                         e = nxt[ce] if x < n else nxt[H_MUT]
                         b = nxt[H_RET]
                         break
@@ -387,7 +466,7 @@ class Search:
             if result is not None:
                 break
 
-        self.lin, self.sid = lin, sid
+        self.base, self.rel, self.sid = base, rel, sid
         self.steps += moves
         if result is True:
             self.final = stack[:]

@@ -285,10 +285,13 @@ def mutate(events: list[dict], choice: int, alt: int) -> list[dict]:
             x["index"] = j
         return evs
     v = e["value"]
-    if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str):  # keyed: keep the key
-        e["value"] = [v[0], _tweak(v[1], alt)]
+    keyed = isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
+    inner = v[1] if keyed else v
+    if e["f"] == "send":  # a send's result must carry the sent value: change the offset
+        inner = [_tweak(inner[0], alt), inner[1]]
     else:
-        e["value"] = _tweak(v, alt)
+        inner = _tweak(inner, alt)
+    e["value"] = [v[0], inner] if keyed else inner  # keyed: keep the key
     if e["type"] == "fail" and alt % 2:
         e["type"] = "ok"
     return evs
