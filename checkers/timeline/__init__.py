@@ -22,7 +22,7 @@ import base64
 import gzip
 import html
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,8 @@ def write_timeline(history_path: str | os.PathLike[str], out_path: str | os.Path
     from checkers.queue.reader import EventFile
 
     p = os.fspath(history_path)
-    data = timeline_data(EventFile(p), path=p)
+    ef = EventFile(p)
+    data = timeline_data(ef, path=p, line_of=ef.line_of)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     page = render_html(data, title or f"Timeline: {os.path.basename(p)}")
@@ -49,7 +50,8 @@ def write_timeline(history_path: str | os.PathLike[str], out_path: str | os.Path
     return out
 
 
-def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None) -> dict[str, Any]:
+def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
+                  line_of: Callable[[int], int] | None = None) -> dict[str, Any]:
     """Columnar op data for the page.
 
     Ops in invoke order: `p` process, `f` code into `fs`, `y` outcome (0 ok, 1 info,
@@ -86,7 +88,8 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None) -> 
             typ = ev["type"]
             f = ev["f"]
         except (KeyError, TypeError, ValueError):
-            raise InputError("malformed event (needs process, type, f)", path, row + 1) from None
+            raise InputError("malformed event (needs process, type, f)", path,
+                             line_of(row) if line_of else row + 1) from None
         T.append(t - t_prev)
         t_prev = t
         idx = ev.get("index", row)
@@ -114,7 +117,8 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None) -> 
             continue
         k = open_ops.pop(p, None)
         if k is None:
-            raise InputError(f"{typ} {f!r} of process {p} without an invoke", path, row + 1)
+            raise InputError(f"{typ} {f!r} of process {p} without an invoke", path,
+                             line_of(row) if line_of else row + 1)
         Y[k] = TYPES.get(typ, 1)
         D[k] = row - I0[k]
         if typ == "ok" or ev.get("value") is not None:
