@@ -277,6 +277,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
             history = HistoryWriter(run_dir / "history.jsonl")
             nem.history = history
             timings.lap("setup")
+            _preload_reporting()
 
             def nemesis_op(op: dict[str, Any]) -> Any:
                 try:
@@ -389,6 +390,26 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     if error and error != "interrupted" and code == 2 and "setup" not in timings.marks:
         code = 255  # the harness could not even set the test up
     return RunOutcome(run_dir, results, code, error)
+
+
+def _preload_reporting() -> None:
+    """Import the plotting and templating libraries in the background while the workload runs
+    (about a second of the time spent after it otherwise)."""
+    import threading
+
+    def load() -> None:
+        try:
+            import jinja2  # noqa: F401
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot  # noqa: F401
+
+            import checkers.plots  # noqa: F401
+        except Exception:  # noqa: BLE001 - the report stage imports them again and reports problems
+            pass
+
+    threading.Thread(target=load, name="preload-reporting", daemon=True).start()
 
 
 class _Collecting:
