@@ -42,18 +42,23 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The `wrack` parser; with `only` (a command name) just that command's subparser, so a
+    command does not pay for importing the others' modules at start-up."""
     parser = _Parser(prog="wrack", description="Fault-injection testing for replicated logs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for modname in COMMANDS.values():
+    for name, modname in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         mod = importlib.import_module(modname)
         mod.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         code = args.func(args)
