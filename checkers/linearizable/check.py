@@ -6,9 +6,10 @@ visualisation draws. Partitions are searched round-robin in growing slices of mo
 an easy failing partition stops the run before a hard one has used the time budget
 (Python's answer to Porcupine's one goroutine per partition).
 
-Bounds: ``time_limit`` (seconds, checked between slices of at most 100k moves) and
-``max_configs`` (cached configurations summed over partitions, about 100 bytes each)
-turn into the verdict ``"unknown"``, never into a wrong answer.
+Bounds: ``time_limit`` (seconds, checked between slices of about 50 ms) and
+``max_configs`` (cached configurations, states and model steps summed over partitions,
+about 100 bytes each: the default 10M is about 1 GB) turn into the verdict ``"unknown"``,
+never into a wrong answer.
 """
 
 from __future__ import annotations
@@ -155,9 +156,9 @@ def prepare_ops(ops: Iterable[Op], model: Model, path: str | None = None) -> lis
             if end < start:
                 raise InputError(f"completion time {end} before its invocation at time {start} "
                                  f"(line {op.line})", path, line)
-        elif p.readonly:
+        elif p[2]:
             continue  # an indeterminate read-only op constrains nothing
-        out.append(LinOp(op, p.key, p.call, p.readonly, start, end))
+        out.append(LinOp(op, p[0], p[1], p[2], start, end))
     return out
 
 
@@ -244,19 +245,23 @@ def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | No
     deadline = None if time_limit is None else t0 + time_limit
     valid: bool | str = True
     reason = ""
-    total = sum(s.configs for s in searches)
+    total = sum(s.memory_units for s in searches)
     live = list(range(len(searches)))
     budget = _FIRST_SLICE
     while live and valid is True:
         still: list[int] = []
         for i in live:
             s, p = searches[i], parts[i]
-            before = s.configs
+            before = s.memory_units
+            t = time.perf_counter()
             r = s.run(budget)
-            total += s.configs - before
+            t = time.perf_counter() - t
+            total += s.memory_units - before
             p.configs, p.moves = s.configs, s.steps
             if r is None:
                 still.append(i)
+                # slices of about 50 ms: partitions take turns, the time limit is checked often
+                budget = max(_FIRST_SLICE // 4, budget // 2) if t > 0.1 else min(budget * 2, _MAX_SLICE)
             elif r:
                 p.valid = True
                 p.linearization, _ = _replay(m, p, [op for op, _ in s.frames(s.final)])
@@ -271,10 +276,9 @@ def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | No
             if valid is True and deadline is not None and time.perf_counter() > deadline:
                 valid, reason = "unknown", f"time limit of {time_limit:g} s reached"
             if valid is True and total > max_configs:
-                valid, reason = "unknown", f"configuration cap of {max_configs} reached (memory bound)"
+                valid, reason = "unknown", f"memory cap of {max_configs} cached configurations and steps reached"
             if valid is not True:
                 break
-        budget = min(budget * 2, _MAX_SLICE)
         live = still
     return Analysis(m, valid, parts, len(lops), reason, time.perf_counter() - t0, whole)
 

@@ -45,7 +45,8 @@ Call = tuple
 
 
 class Prepared(NamedTuple):
-    """One op in a model's encoding (see the module docstring)."""
+    """One op in a model's encoding (see the module docstring); `prepare` may return this
+    or a plain ``(key, call, readonly)`` tuple (the built-in models do: it is cheaper)."""
 
     key: Hashable
     call: Call
@@ -59,7 +60,7 @@ class Model:
     name: str
     init: Callable[[], State]
     step: Callable[[State, Call], State | None]
-    prepare: Callable[[Any], Prepared | None]
+    prepare: Callable[[Any], Prepared | tuple | None]
     describe_call: Callable[[Call], str]
     describe_state: Callable[[State], str]
     target: Callable[[Call], State | None] = lambda call: None
@@ -190,22 +191,22 @@ def _prepare_register(op: Any, cas: bool) -> Prepared | None:
     if f == "read":
         if t != "ok":
             return None  # a failed or indeterminate read constrains nothing
-        return Prepared(key, ("r", _value(out, "read result")), True)
+        return (key, ("r", _value(out, "read result")), True)
     if f == "write":
         if t == "fail":
             return None
         v = _value(inv, "write value")
-        return Prepared(key, ("w", v) if t == "ok" else ("w?", v), False)
+        return (key, ("w", v) if t == "ok" else ("w?", v), False)
     if f == "cas" and cas:
         old, new = _pair(inv, "cas value")
         old, new = _value(old, "cas old value"), _value(new, "cas new value")
         if t == "ok":
-            return Prepared(key, ("c", old, new), False)
+            return (key, ("c", old, new), False)
         if t == "info":
-            return Prepared(key, ("c?", old, new), False)
+            return (key, ("c?", old, new), False)
         if op.complete is not None and op.complete.get("error") is not None:
             return None  # did not happen, for a reason other than the compare: no observation
-        return Prepared(key, ("cf", old), True)
+        return (key, ("cf", old), True)
     expected = "read, write or cas" if cas else "read or write"
     raise ValueError(f"unknown f {f!r} for this model (expected {expected})")
 
@@ -307,10 +308,10 @@ def _prepare_kv(op: Any) -> Prepared | None:
         k2, ov = _pair(op.complete.get("value"), "get result")
         if k2 != k:
             raise ValueError(f"get result key {k2!r} differs from the invoked key {k!r}")
-        return Prepared(k, ("get", _string(ov, "get result")), True)
+        return (k, ("get", _string(ov, "get result")), True)
     if t == "fail":
         return None
-    return Prepared(k, (f if t == "ok" else f + "?", _string(iv, f"{f} value")), False)
+    return (k, (f if t == "ok" else f + "?", _string(iv, f"{f} value")), False)
 
 
 def _describe_kv(call: Call) -> str:
@@ -429,18 +430,18 @@ def _prepare_log(op: Any) -> Prepared | None:
         if t == "fail":
             return None
         if t == "info":
-            return Prepared(key, ("send?", v), False)
+            return (key, ("send?", v), False)
         o, v2 = _pair(out, "send result")
         if v2 != v:
             raise ValueError(f"send result value {v2!r} differs from the sent value {v!r}")
-        return Prepared(key, ("send", _offset(o, "send result offset"), v), False)
+        return (key, ("send", _offset(o, "send result offset"), v), False)
     o = _offset(inv, "read offset")
     if t != "ok":
         return None
     o2, v = _pair(out, "read result")
     if o2 != o:
         raise ValueError(f"read result offset {o2!r} differs from the invoked offset {o!r}")
-    return Prepared(key, ("read", o, _scalar(v, "read result value")), True)
+    return (key, ("read", o, _scalar(v, "read result value")), True)
 
 
 def _describe_log(call: Call) -> str:

@@ -13,8 +13,10 @@ as in Lowe's "Testing for linearizability" and Porcupine's ``checkSingle``):
   left means every determinate op is linearized: the history is linearizable.
 - Linearizing an op unlinks its call and return (O(1), undone in LIFO order on
   backtrack); a configuration already in the cache is never explored twice. The cache is
-  one Python set of ints, ``linearized-ops bitset | state id << n``; states are interned
-  and every model step is computed once per (op, state id).
+  one Python set of ``(rel, base, state id)``: ops are numbered in call order, every op
+  below ``base`` is linearized and op ``base + i`` is iff bit ``i`` of the Python int
+  ``rel`` is set, so keys stay as small as the window of concurrent ops however long the
+  history. States are interned; every model step is computed once per (op, state id).
 
 Pruning rules that keep verdicts exact (each skips only moves or configurations that
 cannot lead to a linearization some other explored move does not reach):
@@ -23,12 +25,14 @@ cannot lead to a linearization some other explored move does not reach):
    legal in the current state, linearizing it now is as good as any alternative (move it
    to the front of any successful completion: the states after it are unchanged). It is
    the only move explored from that configuration.
-2. *Stuck reads.* A pending read-only op R that is illegal now must still be linearized
+2. *Stuck ops.* A pending read-only op R that is illegal now must still be linearized
    before its return. If every *resetting* op that could come before R is linearized
    already, only non-resetting ops can run before R; when the model says none of those can
    make R legal (``stuck``), the configuration is dead. (Registers: every write resets, so
    a read that no write can precede any more is stuck iff illegal. kv: only put resets;
    an append-only future cannot turn "ab" into "ac". log: a written offset never changes.)
+   The same holds for determinate mutating ops the model marks ``blocking`` (a log send
+   acknowledged at an offset the log has passed), which are watched in their own list.
 3. *Indeterminate no-ops.* An indeterminate op never has to be linearized (it may not have
    happened), so linearizing one whose step leaves the state unchanged leads to a
    configuration dominated by the current one; that move is skipped. The search succeeds
@@ -37,10 +41,12 @@ cannot lead to a linearization some other explored move does not reach):
    in the order of their invocations.
 
 Move order (a heuristic; it decides how soon a linearizable history is recognised, never
-the verdict): after the greedy reads, the pending mutating ops in call order (Porcupine's).
+the verdict): after the greedy reads, the op that returns first (if it is legal now: that
+keeps the other ops pending, Lowe's just-in-time idea), then the pending mutating ops in
+call order (Porcupine's order).
 
-Bounded memory: `configs` counts cached configurations; the caller stops the search
-(verdict "unknown") when the total passes its cap. The search runs in slices of about
+Bounded memory: `memory_units` counts cached configurations, states and steps; the caller
+stops the search (verdict "unknown") when the total passes its cap. The search runs in slices of about
 ``budget`` moves (`run`), so partitions can be interleaved and a time limit checked
 between slices.
 """
@@ -90,6 +96,7 @@ class Search:
         self.state_ids: dict[State, int] = {spec.init: 0}
         self.seen: set[tuple[int, int, int]] = {(0, 0, 0)}  # (rel, base, state id): see `run`
         self.steps = 0
+        self.steps_cached = 0
         # per op: state id -> state id after it (-1 illegal; -3 illegal and stuck, for read-only
         # and blocking ops)
         self.trans: list[dict[int, int]] = [{} for _ in range(n)]
@@ -206,8 +213,14 @@ class Search:
 
     @property
     def configs(self) -> int:
-        """Configurations in the cache (the memory bound counts these)."""
+        """Configurations in the cache."""
         return len(self.seen)
+
+    @property
+    def memory_units(self) -> int:
+        """What the memory bound counts: cached configurations, states and cached steps
+        (each roughly 100 bytes)."""
+        return len(self.seen) + len(self.states) + self.steps_cached
 
     def frames(self, stack: list[int]) -> list[tuple[int, int]]:
         """(op, state id before it) for each frame of a search stack (`best`, `final`)."""
@@ -237,6 +250,7 @@ class Search:
         else:
             r = self._intern(s)
         self.trans[op][sid] = r
+        self.steps_cached += 1
         return r
 
     def _intern(self, s: State) -> int:

@@ -289,6 +289,8 @@ def mutate(events: list[dict], choice: int, alt: int) -> list[dict]:
     inner = v[1] if keyed else v
     if e["f"] == "send":  # a send's result must carry the sent value: change the offset
         inner = [_tweak(inner[0], alt), inner[1]]
+    elif e["f"] == "read" and isinstance(inner, list):  # a log read names its offset: change the value
+        inner = [inner[0], _tweak(inner[1], alt)]
     else:
         inner = _tweak(inner, alt)
     e["value"] = [v[0], inner] if keyed else inner  # keyed: keep the key

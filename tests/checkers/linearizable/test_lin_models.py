@@ -170,7 +170,7 @@ def test_configuration_cap_gives_unknown(shared):
 
     path = shared / "data" / "porcupine" / "kv" / "c10-bad.txt"
     a = analyse(read_history(path), "kv", partition=False, max_configs=1000, with_lines=True)
-    assert a.valid == "unknown" and "configuration cap" in a.reason
+    assert a.valid == "unknown" and "memory cap" in a.reason
     assert a.result()["undecided"] == [None]
 
 
