@@ -37,6 +37,7 @@ from broker.core.messages import (
 )
 from broker.server.offsets import Committed, coordinator_for
 from broker.wire import kafka as k
+from broker.wire.fetch_codec import PartitionData, TopicData, encode_fetch_response
 
 if TYPE_CHECKING:
     from broker.server.connection import KafkaConnection, Slot
@@ -320,20 +321,18 @@ class Handlers:
                     tp = TopicPartition(name or "", idx)
                     pr = got.get(tp)
                     if pr is None:
-                        prs.append({"partition_index": idx, "error_code": errors.get(tp, E.unknown_topic_or_partition),
-                                    "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-                                    "aborted_transactions": None, "preferred_read_replica": -1, "records": b""})
+                        code = errors.get(tp, E.unknown_topic_or_partition).value
+                        prs.append(PartitionData(idx, code, -1, -1, -1, b""))
                         continue
-                    ok = pr.error is E.none
-                    d = {"partition_index": idx, "error_code": pr.error, "high_watermark": pr.high_watermark if ok else -1,
-                         "last_stable_offset": pr.high_watermark if ok else -1,
-                         "log_start_offset": pr.log_start_offset if ok else -1, "aborted_transactions": None,
-                         "preferred_read_replica": -1, "records": pr.records}
-                    if pr.diverging_epoch is not None:
-                        d["diverging_epoch"] = {"epoch": pr.diverging_epoch.epoch, "end_offset": pr.diverging_epoch.end_offset}
-                    prs.append(d)
-                out.append({"topic": name or "", "topic_id": topic_id, "partitions": prs})
-            req.reply({"throttle_time": 0, "error_code": E.none, "session_id": 0, "responses": out})
+                    if pr.error is E.none:
+                        div = pr.diverging_epoch
+                        prs.append(PartitionData(idx, 0, pr.high_watermark, pr.high_watermark, pr.log_start_offset,
+                                                 pr.records, None if div is None else (div.epoch, div.end_offset)))
+                    else:
+                        prs.append(PartitionData(idx, pr.error.value, -1, -1, -1, b""))
+                out.append(TopicData(name or "", topic_id, prs))
+            if not req.slot.done:
+                req.slot.complete(encode_fetch_response(v, req.cid, 0, out))
 
         if not parts:
             respond(None)
