@@ -238,6 +238,8 @@ class Node:
         await self._listen()
         if self.controller is not None:
             self._apply(CONTROLLER, self.controller.start(now))
+            if self.broker is not None:  # our broker's previous incarnation died with this process
+                self._apply(CONTROLLER, self.controller.expire_session(self.node_id, now))
         if self.broker is not None:
             self._apply(BROKER, self.broker.start(now))
         self._drain()
