@@ -44,6 +44,13 @@ def _e(s: Any) -> str:
     return html.escape(str(s), quote=True)
 
 
+def _label(a: Analysis, lo: Any) -> str:
+    """How an op reads in the picture: the model's description, with its key when the
+    partition mixes keys (partitioning switched off)."""
+    d = a.model.describe_call(lo.call)
+    return f"{lo.key}: {d}" if a.whole and lo.key is not None else d
+
+
 def render_html(a: Analysis, title: str = "history") -> str:
     """The whole HTML document for analysis `a`."""
     m = a.model
@@ -89,7 +96,6 @@ def _partition(a: Analysis, p: Partition, open_: bool) -> str:
 
 
 def _timeline(a: Analysis, p: Partition, ops: list) -> str:
-    m = a.model
     times = sorted({lo.start for lo in ops} | {lo.end for lo in ops if lo.end is not None})
     rank = {t: i for i, t in enumerate(times)}
     step = min(120.0, max(float(_STEP), 1100.0 / max(1, len(times))))
@@ -112,7 +118,7 @@ def _timeline(a: Analysis, p: Partition, ops: list) -> str:
         x0, x1 = x_of(lo)
         y = row[lo.op.process] * _ROW + 8
         cls = "bad" if pos == p.cannot_follow else "lin" if pos in order else "indet" if lo.end is None else "rest"
-        label = m.describe_call(lo.call)
+        label = _label(a, lo)
         tip = (f"process {lo.op.process}: {lo.op.f} {lo.op.type}; invoke value {lo.op.invoke.get('value')!r}"
                + (f"; result {lo.op.complete.get('value')!r}" if lo.op.complete is not None else "")
                + f"; line {lo.op.line}" + (f"; linearized #{order[pos] + 1}" if pos in order else "")
@@ -152,13 +158,13 @@ def _table(a: Analysis, p: Partition) -> str:
             "<table><tr><th>#</th><th>process</th><th>op</th><th>line</th><th>state after</th></tr>"]
     for k, (pos, state) in enumerate(p.linearization):
         lo = p.ops[pos]
-        rows.append(f"<tr><td>{k + 1}</td><td>{_e(lo.op.process)}</td><td>{_e(m.describe_call(lo.call))}</td>"
+        rows.append(f"<tr><td>{k + 1}</td><td>{_e(lo.op.process)}</td><td>{_e(_label(a, lo))}</td>"
                     f"<td>{lo.op.line}</td><td>{_e(m.describe_state(state))}</td></tr>")
     if p.cannot_follow is not None:
         lo = p.ops[p.cannot_follow]
         st = m.describe_state(p.failed_in)
         rows.append(f"<tr class=\"bad\"><td>&#10007;</td><td>{_e(lo.op.process)}</td>"
-                    f"<td>{_e(m.describe_call(lo.call))}</td><td>{lo.op.line}</td>"
+                    f"<td>{_e(_label(a, lo))}</td><td>{lo.op.line}</td>"
                     f"<td>cannot follow: illegal in {_e(st)}</td></tr>")
     rows.append("</table>")
     return "".join(rows)
