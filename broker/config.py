@@ -79,6 +79,7 @@ class BrokerSettings:
     replica_fetch_max_bytes: int = 1048576
     replica_socket_timeout_ms: int = 30000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
+    socket_connection_setup_timeout_ms: int = 10000
     unclean_leader_election_enable: bool = False
     unclean_recovery_strategy: str = "balanced"
     safeguards_off: frozenset[str] = frozenset()
@@ -303,6 +304,7 @@ _SHELL: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _POS),
     "replica.socket.timeout.ms": ("replica_socket_timeout_ms", _POS),
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", _POS),
+    "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _POS),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
     "unclean.recovery.strategy": ("unclean_recovery_strategy", _strategy),
     "wrack.safeguards.off": ("safeguards_off", _safeguards),

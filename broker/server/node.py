@@ -82,6 +82,7 @@ _FROM_CONTROLLER = (
 _FROM_PEERS = (FetchRequest,)
 _ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse)
 METADATA_FILE = "wrack-metadata.log"
+LINK_CHECK_MS = 1000
 OFFSETS_FILE = "wrack-consumer-offsets.log"
 
 
@@ -162,6 +163,7 @@ class Node:
         self.done: asyncio.Future[int] | None = None
         self.exit_code = 0
         self._clients_served = False
+        self._next_link_check = 0
         self._bound: list[tuple[Any, socket.socket]] = []
         from broker.server.handlers import Handlers
 
@@ -512,6 +514,8 @@ class Node:
         if self.groups is not None:
             ds.append(self.groups.next_deadline())
         ds.append(self._shutdown_deadline)
+        if self.links.outbound:
+            ds.append(self._next_link_check)
         ds = [d for d in ds if d is not None]
         return min(ds) if ds else None
 
@@ -552,6 +556,12 @@ class Node:
                 d = self.groups.next_deadline()
                 if d is not None and d <= now:
                     self.groups.tick(now)
+            if now >= self._next_link_check:
+                self._next_link_check = now + LINK_CHECK_MS
+                self.links.check_silent(self.s.socket_connection_setup_timeout_ms / 1000, {
+                    internal.ROLE_CONTROLLER: self.s.broker_session_timeout_ms / 1000,
+                    internal.ROLE_BROKER: self.s.replica_socket_timeout_ms / 1000,
+                })
             self._drain()
             if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
                 self._shutdown_deadline = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Protocol
 
 from broker.wire import internal
@@ -42,6 +43,9 @@ class Link:
         self.closed = False
         self._queue: list[bytes] = []
         self._queued = 0
+        self.opened_at = time.monotonic()
+        self.last_send = 0.0  # monotonic seconds of the last message sent / frame received
+        self.last_recv = 0.0
 
     def __repr__(self) -> str:
         kind = "controller" if self.role == internal.ROLE_CONTROLLER else "broker"
@@ -56,6 +60,7 @@ class Link:
         if self.closed:
             return False
         data = internal.encode_message(msg)
+        self.last_send = time.monotonic()
         if self.transport is None:
             if self._queued + len(data) > MAX_QUEUED_BYTES:
                 return False
@@ -83,6 +88,8 @@ class Link:
             self.links.owner.on_link_lost(self)
 
     def on_frames(self, frames: list[bytes]) -> None:
+        if frames:
+            self.last_recv = time.monotonic()
         for f in frames:
             if self.closed:
                 return
@@ -194,6 +201,26 @@ class Links:
             del table[(link.peer_id, link.role)]
             return True
         return False
+
+    def check_silent(self, connect_timeout: float, request_timeout: dict[int, float]) -> None:
+        """Close outbound links that cannot connect within `connect_timeout` seconds, or
+        that got nothing back for `request_timeout[role]` seconds while we were sending
+        (a peer behind a dropping firewall: TCP alone would retry for minutes). Their
+        owner hears `on_link_lost` and the next message reconnects (Kafka's
+        socket.connection.setup.timeout.ms and request timeouts)."""
+        now = time.monotonic()
+        for link in list(self.outbound.values()):
+            if link.closed:
+                continue
+            if link.transport is None:
+                if now - link.opened_at > connect_timeout:
+                    self.log.info("%r: no connection after %.0f s; giving up", link, connect_timeout)
+                    link.close()
+                continue
+            heard = max(link.last_recv, link.opened_at)
+            if link.last_send > heard and now - heard > request_timeout.get(link.role, 30.0):
+                self.log.info("%r: no answer for %.0f s; reconnecting", link, now - heard)
+                link.close()
 
     def close_all(self) -> None:
         for link in [*self.outbound.values(), *self.inbound.values()]:
