@@ -27,6 +27,7 @@ from pipeline import lin_checks, queue_checks, results, stats, store
 from pipeline.schemas import spark_schema, verdict_str
 
 QUEUE_FS = ("send", "poll", "txn")
+ROWS_PER_PARTITION = 1_000_000
 UNSEEN_VALUES_SHOWN = 32  # checkers.queue.analysis.VALUES_SHOWN
 
 
@@ -38,6 +39,7 @@ class CheckSummary:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     rows: int = 0
+    partitions: int = 0
     seconds: float = 0.0
     check_id: str | None = None
 
@@ -94,7 +96,9 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
     cid = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
     s.check_id = cid
     everything = len(todo) == len(runs)
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    # The one big shuffle: about a million micro-op rows per partition, within the session's bounds.
+    rows = sum(int(runs[r].get("op_rows") or 0) for r in todo)
+    partitions = max(2, min(int(spark.conf.get("spark.sql.shuffle.partitions")), -(-rows // ROWS_PER_PARTITION)))
     allowed = {rid: results.allowed_for(runs[rid], allow) for rid in todo}
     lin_ids = [r for r in todo if (runs[r].get("workload") or "queue") == "log"]
     queue_ids = [r for r in todo if r not in set(lin_ids)]
@@ -114,6 +118,7 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
         qops = _only(ops, queue_ids, not lin_ids and everything)
         m = queue_checks.micro_ops(qops, partitions).persist()
         keep.append(m)
+        s.partitions = partitions
         s.rows = timed("read and shuffle micro-ops", m.count)
 
         def stage(name: str, df: DataFrame) -> DataFrame:

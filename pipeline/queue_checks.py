@@ -149,10 +149,10 @@ def _ranked(df: DataFrame, offsets: DataFrame, col: str, rank_col: str) -> DataF
 
 
 def _with_skipped(df: DataFrame, offsets: DataFrame, r1: str, r2: str) -> DataFrame:
-    """`df` (candidate rows with ranks r1 < r2, one op each) plus `skipped`: the first values in the gap."""
-    ident = ["run_id", "key", "op", r1, r2]
-    want = df.select(*ident, F.explode(F.sequence(F.col(r1) + 1, F.least(F.col(r2) - 1, F.col(r1) + SKIPPED_SHOWN)))
-                     .alias("rank"))
+    """`df` (candidates; `_skip` rows have ranks r1 < r2) plus `skipped`: the first values in their gap."""
+    ident = ["run_id", "key", "kind", "op", r1, r2]
+    want = df.where("_skip").select(
+        *ident, F.explode(F.sequence(F.col(r1) + 1, F.least(F.col(r2) - 1, F.col(r1) + SKIPPED_SHOWN))).alias("rank"))
     gap = (offsets.select("run_id", "key", "rank", "first_value").join(F.broadcast(want), ["run_id", "key", "rank"])
            .groupBy(*ident).agg(F.array_sort(F.collect_set(F.struct("rank", "first_value"))).alias("_g"))
            .select(*ident, F.col("_g.first_value").alias("skipped")))
@@ -225,24 +225,35 @@ def precommitted_reads(m: DataFrame) -> DataFrame:
                               ops=F.array("op"), key=F.col("key"), value=F.col("value")))
 
 
-def internal_polls(m: DataFrame, offsets: DataFrame) -> DataFrame:
-    """int-poll-skip and int-nonmonotonic-poll: successive records of a key within one op."""
+# Order checks: candidate pairs (a, b) of offsets of one key, of four kinds, checked together.
+CANDIDATE_COLUMNS = ("run_id", "key", "kind", "op", "ret_time", "a", "b", "process", "pop", "v1", "v2")
+ORDER_TYPES = {  # kind -> (type when b <= a, type when a gap lies between a and b)
+    "int-poll": ("int-nonmonotonic-poll", "int-poll-skip"),
+    "int-send": ("int-nonmonotonic-send", "int-send-skip"),
+    "poll": ("nonmonotonic-poll", "poll-skip"),
+    "send": ("nonmonotonic-send", None),
+}
+
+
+def _candidates(df: DataFrame, kind: str, **cols: Column) -> DataFrame:
+    """Rows of one kind in CANDIDATE_COLUMNS form (missing columns null), irregular pairs only."""
+    types = {"process": "long", "pop": "long", "v1": "long", "v2": "long"}
+    sel = [F.col("run_id"), F.col("key"), F.lit(kind).alias("kind")]
+    for c in CANDIDATE_COLUMNS[3:]:
+        sel.append(cols[c].alias(c) if c in cols else F.lit(None).cast(types.get(c, "long")).alias(c))
+    out = df.select(*sel).where(F.col("a").isNotNull() & F.col("b").isNotNull())
+    irregular = (F.col("b") <= F.col("a")) if ORDER_TYPES[kind][1] is None else \
+        ((F.col("b") <= F.col("a")) | (F.col("b") > F.col("a") + 1))
+    return out.where(irregular)
+
+
+def internal_poll_pairs(m: DataFrame) -> DataFrame:
+    """Successive records of a key within one op (keys in the op's rebalance-log exempt)."""
     rec = records(m).where(~F.col("rebalanced"))
     w = Window.partitionBy("run_id", "op", "key").orderBy("mop_index")
-    pairs = (rec.withColumn("o1", F.lag("offset").over(w)).where(F.col("o1").isNotNull())
-             .withColumnRenamed("offset", "o2")
-             .where((F.col("o2") <= F.col("o1")) | (F.col("o2") > F.col("o1") + 1)))
-    pairs = _ranked(_ranked(pairs, offsets, "o1", "r1"), offsets, "o2", "r2").withColumn(
-        "delta", F.col("r2") - F.col("r1"))
-    nonmono = pairs.where(F.col("o2") <= F.col("o1")).select(*_row(
-        "int-nonmonotonic-poll", "key", None, F.col("op"), F.col("ret_time"),
-        ops=F.array("op"), key=F.col("key"), offsets=F.array("o1", "o2"), delta=F.col("delta")))
-    skips = _with_skipped(pairs.where((F.col("o2") > F.col("o1") + 1) & (F.col("delta") > 1)), offsets, "r1", "r2")
-    skip = skips.select(*_row(
-        "int-poll-skip", "key", None, F.col("op"), F.col("ret_time"),
-        ops=F.array("op"), key=F.col("key"), offsets=F.array("o1", "o2"), delta=F.col("delta"),
-        skipped=F.col("skipped")))
-    return nonmono.unionByName(skip)
+    pairs = rec.withColumn("a", F.lag("offset").over(w))
+    return _candidates(pairs, "int-poll", op=F.col("op"), ret_time=F.col("ret_time"), a=F.col("a"),
+                       b=F.col("offset"))
 
 
 def _send_offsets(m: DataFrame, values: DataFrame) -> DataFrame:
@@ -254,33 +265,19 @@ def _send_offsets(m: DataFrame, values: DataFrame) -> DataFrame:
             .withColumn("landed", F.coalesce(own, F.col("first_off"))))
 
 
-def internal_sends(sends: DataFrame, offsets: DataFrame) -> DataFrame:
-    """int-send-skip and int-nonmonotonic-send: successive sends of one op to a key."""
+def internal_send_pairs(sends: DataFrame) -> DataFrame:
+    """Successive sends of one op to a key."""
     w = Window.partitionBy("run_id", "op", "key").orderBy("mop_index")
-    pairs = (sends.withColumn("a", F.lag("landed").over(w)).withColumn("v1", F.lag("value").over(w))
-             .withColumn("n", F.row_number().over(w))
-             .where((F.col("n") > 1) & F.col("a").isNotNull() & F.col("landed").isNotNull())
-             .withColumnRenamed("landed", "b").withColumnRenamed("value", "v2")
-             .where((F.col("b") <= F.col("a")) | (F.col("b") > F.col("a") + 1)))
-    pairs = _ranked(_ranked(pairs, offsets, "a", "r1"), offsets, "b", "r2").withColumn(
-        "delta", F.col("r2") - F.col("r1"))
-    detail = {"ops": F.array("op"), "key": F.col("key"), "values": F.array("v1", "v2"),
-              "offsets": F.array("a", "b")}
-    nonmono = pairs.where(F.col("b") <= F.col("a")).select(*_row(
-        "int-nonmonotonic-send", "key", F.col("v2"), F.col("op"), F.col("ret_time"), **detail,
-        delta=F.col("delta")))
-    skips = _with_skipped(pairs.where((F.col("b") > F.col("a") + 1) & (F.col("delta") > 1)), offsets, "r1", "r2")
-    skip = skips.select(*_row("int-send-skip", "key", F.col("v2"), F.col("op"), F.col("ret_time"), **detail,
-                              delta=F.col("delta"), skipped=F.col("skipped")))
-    return nonmono.unionByName(skip)
+    pairs = sends.withColumn("a", F.lag("landed").over(w)).withColumn("v1", F.lag("value").over(w))
+    return _candidates(pairs, "int-send", op=F.col("op"), ret_time=F.col("ret_time"), a=F.col("a"),
+                       b=F.col("landed"), v1=F.col("v1"), v2=F.col("value"))
 
 
-def poll_order(m: DataFrame, offsets: DataFrame, partitions: int) -> DataFrame:
-    """poll-skip and nonmonotonic-poll between successive polls of a process on a key.
+def poll_pairs(m: DataFrame, partitions: int) -> DataFrame:
+    """A poll of a key and the last ok poll of the same process that read it, in one epoch.
 
-    A poll is compared with the last ok poll of the same process that read the key in the
-    same epoch; an ok or info assign/subscribe of the process starts a new epoch (for
-    every key: the assign rows are crossed with the keys the process polled).
+    An ok or info assign/subscribe of the process starts a new epoch for every key (the
+    assign rows are crossed with the keys the process polled, a small set).
     """
     rec = records(m)
     per_op = (rec.groupBy("run_id", "process", "key", "index")
@@ -303,42 +300,47 @@ def poll_order(m: DataFrame, offsets: DataFrame, partitions: int) -> DataFrame:
                                                                F.col("epoch").alias("pep"))),
                      ignorenulls=True).over(w.rowsBetween(Window.unboundedPreceding, -1))
     pairs = (ev.where(F.col("is_assign") == 0).withColumn("p", prev_ok)
-             .where(F.col("p").isNotNull() & (F.col("p.pep") == F.col("epoch")))
-             .select("run_id", "process", "key", "op", "ret_time", "o0", F.col("p.prev").alias("prev"),
-                     F.col("p.pop").alias("pop"))
-             .where((F.col("o0") <= F.col("prev")) | (F.col("o0") > F.col("prev") + 1)))
-    pairs = _ranked(_ranked(pairs, offsets, "prev", "r1"), offsets, "o0", "r2").withColumn(
-        "delta", F.col("r2") - F.col("r1"))
-    detail = {"ops": F.array("pop", "op"), "key": F.col("key"), "process": F.col("process"),
-              "offsets": F.array("prev", "o0")}
-    nonmono = pairs.where(F.col("o0") <= F.col("prev")).select(*_row(
-        "nonmonotonic-poll", "key", None, F.col("op"), F.col("ret_time"), **detail, delta=F.col("delta")))
-    skips = _with_skipped(pairs.where((F.col("o0") > F.col("prev") + 1) & (F.col("delta") > 1)),
-                          offsets, "r1", "r2")
-    skip = skips.select(*_row("poll-skip", "key", None, F.col("op"), F.col("ret_time"), **detail,
-                              delta=F.col("delta"), skipped=F.col("skipped")))
-    return nonmono.unionByName(skip)
+             .where(F.col("p").isNotNull() & (F.col("p.pep") == F.col("epoch"))))
+    return _candidates(pairs, "poll", op=F.col("op"), ret_time=F.col("ret_time"), a=F.col("p.prev"),
+                       b=F.col("o0"), process=F.col("process"), pop=F.col("p.pop"))
 
 
-def send_order(sends: DataFrame, offsets: DataFrame) -> DataFrame:
-    """nonmonotonic-send: a process's next send op to a key landed at or before its previous one."""
+def send_pairs(sends: DataFrame) -> DataFrame:
+    """A process's send op to a key and its previous ok/info send op to that key."""
     per_op = (sends.groupBy("run_id", "process", "key", "index")
               .agg(F.min_by(F.struct("landed", "value"), "mop_index").alias("first"),
                    F.max_by(F.struct("landed", "value"), "mop_index").alias("last"),
                    F.first("op").alias("op"), F.first("ret_time").alias("ret_time")))
     w = Window.partitionBy("run_id", "process", "key").orderBy("index")
-    pairs = (per_op.withColumn("prev", F.lag("last").over(w)).withColumn("pop", F.lag("op").over(w))
-             .where(F.col("prev").isNotNull())
-             .select("run_id", "process", "key", "op", "pop", "ret_time", F.col("prev.landed").alias("a"),
-                     F.col("prev.value").alias("v1"), F.col("first.landed").alias("b"),
-                     F.col("first.value").alias("v2"))
-             .where(F.col("a").isNotNull() & F.col("b").isNotNull() & (F.col("b") <= F.col("a"))))
-    pairs = _ranked(_ranked(pairs, offsets, "a", "r1"), offsets, "b", "r2").withColumn(
+    pairs = per_op.withColumn("prev", F.lag("last").over(w)).withColumn("pop", F.lag("op").over(w))
+    return _candidates(pairs, "send", op=F.col("op"), ret_time=F.col("ret_time"), a=F.col("prev.landed"),
+                       b=F.col("first.landed"), process=F.col("process"), pop=F.col("pop"),
+                       v1=F.col("prev.value"), v2=F.col("first.value"))
+
+
+def order_anomalies(cands: DataFrame, offsets: DataFrame) -> DataFrame:
+    """The anomalies among order candidates: ranks of a and b, deltas, the skipped values."""
+    c = _ranked(_ranked(cands, offsets, "a", "r1"), offsets, "b", "r2").withColumn(
         "delta", F.col("r2") - F.col("r1"))
-    return pairs.select(*_row(
-        "nonmonotonic-send", "key", F.col("v2"), F.col("op"), F.col("ret_time"),
-        ops=F.array("pop", "op"), key=F.col("key"), process=F.col("process"), values=F.array("v1", "v2"),
-        offsets=F.array("a", "b"), delta=F.col("delta")))
+    skip_kinds = [k for k, (_n, sk) in ORDER_TYPES.items() if sk]
+    is_skip = (F.col("b") > F.col("a") + 1) & (F.col("delta") > 1) & F.col("kind").isin(*skip_kinds)
+    bad = c.where((F.col("b") <= F.col("a")) | is_skip)
+    bad = _with_skipped(bad.withColumn("_skip", is_skip), offsets, "r1", "r2")
+    typ = F.lit(None).cast("string")
+    for kind, (nonmono, skip) in ORDER_TYPES.items():
+        typ = F.when((F.col("kind") == kind) & ~F.col("_skip"), F.lit(nonmono)).otherwise(typ)
+        if skip:
+            typ = F.when((F.col("kind") == kind) & F.col("_skip"), F.lit(skip)).otherwise(typ)
+    between = F.col("kind").isin("poll", "send")
+    ops = F.when(between, F.array("pop", "op")).otherwise(F.array("op"))
+    sends_ = F.col("kind").isin("int-send", "send")
+    detail = F.to_json(F.struct(
+        ops.alias("ops"), F.col("key"), F.when(between, F.col("process")).alias("process"),
+        F.when(sends_, F.array("v1", "v2")).alias("values"), F.array("a", "b").alias("offsets"),
+        F.col("delta"), F.when(F.col("_skip"), F.col("skipped")).alias("skipped")))
+    return bad.select(F.col("run_id"), typ.alias("type"), F.col("key"),
+                      F.when(sends_, F.col("v2")).alias("value"), F.col("op").alias("op_index"),
+                      F.col("ret_time").alias("time"), detail.alias("detail"))
 
 
 def queue_anomalies(m: DataFrame, partitions: int, *, stage: Any = None) -> DataFrame:
@@ -358,16 +360,15 @@ def queue_anomalies(m: DataFrame, partitions: int, *, stage: Any = None) -> Data
     offsets = stage("offsets", offsets_of(obs))
     values = stage("values", values_of(obs))
     sends = _send_offsets(ms, values)
+    cands = (internal_poll_pairs(ms).unionByName(internal_send_pairs(sends))
+             .unionByName(poll_pairs(ms, partitions)).unionByName(send_pairs(sends)))
     parts = [
         inconsistent_offsets(offsets),
         duplicates(values),
         lost_and_unseen(ms, values, read_values),
         aborted_and_garbage_reads(ms, first_read),
         precommitted_reads(ms),
-        internal_polls(ms, offsets),
-        internal_sends(sends, offsets),
-        poll_order(ms, offsets, partitions),
-        send_order(sends, offsets),
+        order_anomalies(cands, offsets),
     ]
     out = parts[0]
     for p in parts[1:]:
