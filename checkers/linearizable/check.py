@@ -288,7 +288,8 @@ def _normalised(events: Iterable[dict[str, Any]], path: str | None) -> Iterator[
     for pos, ev in enumerate(events):
         if not isinstance(ev, dict):
             raise InputError(f"event {ev!r} is not a JSON object", path, pos + 1)
-        ev = dict(ev)
+        if "index" not in ev or "time" not in ev:
+            ev = dict(ev)  # validate_event fills them in: leave the caller's dict alone
         validate_event(ev, path, pos + 1, pos)
         yield ev
 

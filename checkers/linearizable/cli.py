@@ -32,7 +32,7 @@ def check_path(path: str, args: argparse.Namespace) -> dict[str, Any]:
     try:
         model = get_model(getattr(args, "model", None) or "cas-register")
     except ValueError as e:
-        raise InputError(str(e)) from None
+        raise InputError(str(e), path) from None
     fmt = getattr(args, "format", None) or detect_format(path)
     stats = ReadStats()
     events = read_events(path, stats, with_lines=True) if fmt == "jsonl" else read_history(path, fmt)

@@ -13,10 +13,11 @@ as in Lowe's "Testing for linearizability" and Porcupine's ``checkSingle``):
   left means every determinate op is linearized: the history is linearizable.
 - Linearizing an op unlinks its call and return (O(1), undone in LIFO order on
   backtrack); a configuration already in the cache is never explored twice. The cache is
-  one Python set of ``(rel, base, state id)``: ops are numbered in call order, every op
-  below ``base`` is linearized and op ``base + i`` is iff bit ``i`` of the Python int
-  ``rel`` is set, so keys stay as small as the window of concurrent ops however long the
-  history. States are interned; every model step is computed once per (op, state id).
+  one Python set of ``(rel, base, ind, state id)``: determinate ops are numbered in call
+  order, every one below ``base`` is linearized and number ``base + i`` is iff bit ``i`` of
+  the Python int ``rel`` is set, so that part stays as small as the window of concurrent
+  ops however long the history; indeterminate ops (which may stay unlinearized for good)
+  have their own bitset ``ind``. States are interned; every model step is computed once per (op, state id).
 
 Pruning rules that keep verdicts exact (each skips only moves or configurations that
 cannot lead to a linearization some other explored move does not reach):
@@ -94,7 +95,7 @@ class Search:
         # interned states; the configuration cache
         self.states: list[State] = [spec.init]
         self.state_ids: dict[State, int] = {spec.init: 0}
-        self.seen: set[tuple[int, int, int]] = {(0, 0, 0)}  # (rel, base, state id): see `run`
+        self.seen: set[tuple[int, int, int, int]] = {(0, 0, 0, 0)}  # (rel, base, ind, state id)
         self.steps = 0
         self.steps_cached = 0
         # per op: state id -> state id after it (-1 illegal; -3 illegal and stuck, for read-only
@@ -183,11 +184,21 @@ class Search:
                 if c in last:
                     twin[i] = last[c]
                 last[c] = i
-        self.twin = twin
+        # bit positions: determinate ops in call order (for base/rel), indeterminate ops apart (ind)
+        pos = [0] * n
+        nd = ni = 0
+        for i in range(n):  # ops are numbered in call order
+            if ends[i] is None:
+                pos[i], ni = ni, ni + 1
+            else:
+                pos[i], nd = nd, nd + 1
+        self.pos = pos
+        self.twin = [pos[j] if j >= 0 else -1 for j in twin]  # the twin's bit in `ind`
         # search state
-        self.base = self.rel = self.sid = 0
-        self.stack: list[int] = []  # (op frame, state id, base, rel) before each move, flat
+        self.base = self.rel = self.ind = self.sid = 0
+        self.stack: list[int] = []  # (op frame, state id, base, rel, ind) before each move, flat
         self.best: list[int] = []  # the longest stack seen
+        self.common = 0  # best[:common] == stack[:common] (so a new best copies only the rest)
         self.result: bool | None = None
         self.final: list[int] = []  # the stack of the linearization found
 
@@ -226,7 +237,7 @@ class Search:
         """(op, state id before it) for each frame of a search stack (`best`, `final`)."""
         n = self.n
         return [(~x if x < 0 else x - n if x >= n else x, stack[j + 1]) for j, x in
-                zip(range(0, len(stack), 4), stack[0::4], strict=True)]
+                zip(range(0, len(stack), 5), stack[0::5], strict=True)]
 
     # ------------------------------------------------------------------ model steps
 
@@ -277,16 +288,18 @@ class Search:
         H_RET, H_RO, H_MUT, E_RET = self.H_RET, self.H_RO, self.H_MUT, self.E_RET
         rhead, sep_rs = self.rhead, self.sep_rs
         wnxt, wprv, watched, has_watch, W_HEAD = self.wnxt, self.wprv, self.watched, self.has_watch, len(op_of)
-        # the linearized set: every op below `base` (in call order), and op base + i iff bit i of `rel`
-        base, rel, sid = self.base, self.rel, self.sid
+        # the linearized set: determinate ops numbered below `base`, and number base + i iff bit i
+        # of `rel`; indeterminate op number i iff bit i of `ind`
+        base, rel, ind, sid = self.base, self.rel, self.ind, self.sid
+        pos = self.pos
         n = self.n
-        best = len(self.best)
+        best, best_stack, common = len(self.best), self.best, self.common
         moves = 0
         push, pop = stack.append, stack.pop
         result: bool | None = None
 
         while True:
-            # ---- a fresh configuration (base, rel, sid)
+            # ---- a fresh configuration (base, rel, ind, sid)
             b = nxt[H_RET]
             if b == E_RET:
                 result = True
@@ -295,8 +308,8 @@ class Search:
                 break
             moves += 1
             if len(stack) > best:
-                best = len(stack)
-                self.best = stack[:]
+                best_stack[common:] = stack[common:]
+                common = best = len(stack)
             # 1. greedy reads; 2. stuck reads
             e = nxt[H_RO]
             dead = False
@@ -331,7 +344,7 @@ class Search:
             if dead:
                 e = b
             elif e < b:
-                d = op - base
+                d = pos[op] - base
                 if d:
                     nrel, nbase = rel | (1 << d), base
                 else:
@@ -339,7 +352,7 @@ class Search:
                     d = (~nrel & (nrel + 1)).bit_length() - 1  # trailing ones
                     nrel >>= d
                     nbase = base + d
-                key = (nrel, nbase, sid)
+                key = (nrel, nbase, ind, sid)
                 if key not in seen:
                     seen_add(key)
                     pe, ne = prv[e], nxt[e]
@@ -353,6 +366,7 @@ class Search:
                     push(sid)
                     push(base)
                     push(rel)
+                    push(ind)
                     base, rel = nbase, nrel
                     continue
                 e = b  # that move was explored already, so this configuration fails
@@ -366,7 +380,7 @@ class Search:
                     if ns is None:
                         ns = tr_fn(op, sid)
                     if ns >= 0:
-                        d = op - base
+                        d = pos[op] - base
                         if d:
                             nrel, nbase = rel | (1 << d), base
                         else:
@@ -374,7 +388,7 @@ class Search:
                             d = (~nrel & (nrel + 1)).bit_length() - 1
                             nrel >>= d
                             nbase = base + d
-                        key = (nrel, nbase, ns)
+                        key = (nrel, nbase, ind, ns)
                         if key not in seen:
                             seen_add(key)
                             ce = call_entry[op]
@@ -396,6 +410,7 @@ class Search:
                             push(sid)
                             push(base)
                             push(rel)
+                            push(ind)
                             base, rel, sid = nbase, nrel, ns
                             continue
             # 4. the pending mutating ops in call order, from e; backtrack when none is left
@@ -404,22 +419,26 @@ class Search:
                 while e < b:
                     op = op_of[e]
                     j = twin[op]
-                    if j >= base and not (rel >> (j - base)) & 1:
+                    if j >= 0 and not (ind >> j) & 1:
                         e = nxt[e]  # rule 4: its twin first
                         continue
                     ns = trans[op].get(sid)
                     if ns is None:
                         ns = tr_fn(op, sid)
                     if ns >= 0 and (ns != sid or not indet[op]):
-                        d = op - base
-                        if d:
-                            nrel, nbase = rel | (1 << d), base
+                        if indet[op]:
+                            nrel, nbase, nind = rel, base, ind | (1 << pos[op])
                         else:
-                            nrel = rel | 1
-                            d = (~nrel & (nrel + 1)).bit_length() - 1
-                            nrel >>= d
-                            nbase = base + d
-                        key = (nrel, nbase, ns)
+                            nind = ind
+                            d = pos[op] - base
+                            if d:
+                                nrel, nbase = rel | (1 << d), base
+                            else:
+                                nrel = rel | 1
+                                d = (~nrel & (nrel + 1)).bit_length() - 1
+                                nrel >>= d
+                                nbase = base + d
+                        key = (nrel, nbase, nind, ns)
                         if key not in seen:
                             seen_add(key)
                             pe, ne = prv[e], nxt[e]
@@ -442,7 +461,8 @@ class Search:
                             push(sid)
                             push(base)
                             push(rel)
-                            base, rel, sid = nbase, nrel, ns
+                            push(ind)
+                            base, rel, ind, sid = nbase, nrel, nind, ns
                             moved = True
                             break
                     e = nxt[e]
@@ -453,10 +473,13 @@ class Search:
                     if not stack:
                         result = False
                         break
+                    ind = pop()
                     rel = pop()
                     base = pop()
                     sid = pop()
                     x = pop()
+                    if len(stack) < common:
+                        common = len(stack)
                     op = ~x if x < 0 else x - n if x >= n else x
                     r = ret_entry[op]
                     if r >= 0:
@@ -480,7 +503,8 @@ class Search:
             if result is not None:
                 break
 
-        self.base, self.rel, self.sid = base, rel, sid
+        self.base, self.rel, self.ind, self.sid = base, rel, ind, sid
+        self.common = common
         self.steps += moves
         if result is True:
             self.final = stack[:]
