@@ -221,6 +221,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     from nemesis.core import FaultOp, Nemesis
     from nemesis.guard import always_heal
     from nemesis.schedule import final_ops
+    from nemesis.schedule import prepare as prepare_faults
+    from nemesis.targets import KafkaMetadata
 
     validate(o)
     progress = progress or Progress(enabled=False)
@@ -254,15 +256,9 @@ def run_test(o: TestOptions, progress: Progress | None = None,
         opts = {"inventory": o.inventory} if o.inventory else {}
         cluster = mod.create(ClusterSpec(name=cluster_name, nodes=o.nodes, transport=o.transport, options=opts))
         db = BrokerDB(cluster, broker_options(o))
-        from workloads.kafka_io import ClusterMetadata
-
         nem = Nemesis(cluster, db, None, rng=random.Random(f"{seed}/targets"),
-                      metadata=ClusterMetadata(db.bootstrap_servers()))
-        import nemesis.schedule as nsched
-
-        prepare = getattr(nsched, "prepare", None)  # node-side fault machinery (power loss, clock)
-        if prepare is not None:
-            prepare(nem, pkgs)
+                      metadata=KafkaMetadata(db.bootstrap_servers()))
+        prepare_faults(nem, pkgs)  # node-side fault machinery (LazyFS mounts, clock preload): before db.setup
         collecting = _Collecting(db, o.collect_data)
         with always_heal(cluster, nemesis=nem, db=collecting, run_dir=str(run_dir / "nodes")):
             with ThreadPoolExecutor(max_workers=min(8, len(cluster.nodes))) as ex:

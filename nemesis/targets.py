@@ -1,8 +1,8 @@
 """Which nodes a fault hits: node specs (one, minority, majority, all, names) and roles
 (the leader of a partition, the controller, ISR followers) read from the cluster's metadata.
 
-Roles are never guessed: `kafka_metadata` asks the brokers with a Kafka Metadata request
-(confluent-kafka's AdminClient.list_topics) and maps broker ids to nodes by address.
+Roles are never guessed: `KafkaMetadata` asks the brokers with a Kafka Metadata request
+(confluent-kafka's AdminClient.list_topics) and broker ids are mapped to nodes by address.
 
 Target specs (`resolve`):
 - "one" | "minority" | "minority-third" | "majority" | "all" (random choices use `rng`);
@@ -44,15 +44,38 @@ class Metadata:
 MetadataSource = Callable[[], Metadata]
 
 
-def kafka_metadata(bootstrap: str, timeout: float = 10.0) -> Metadata:
-    """Metadata from the brokers (a Kafka Metadata request through librdkafka)."""
-    from confluent_kafka.admin import AdminClient
+class KafkaMetadata:
+    """A `MetadataSource` for a whole test: one long-lived AdminClient, made at the first call
+    and reused (thread-safe: librdkafka serialises the requests), with librdkafka's own
+    logging off, so brokers that are down (the point of a fault) print nothing on stderr.
+    A call that gets no answer within `timeout` s raises confluent-kafka's KafkaException."""
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout * 1000)})
-    md = admin.list_topics(timeout=timeout)
-    parts = {(t, p): PartitionInfo(pm.leader, list(pm.replicas), list(pm.isrs))
-             for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
-    return Metadata({b.id: b.host for b in md.brokers.values()}, md.controller_id, parts)
+    def __init__(self, bootstrap: str, timeout: float = 5.0):
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self._admin: Any = None
+
+    def __call__(self) -> Metadata:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            ms = int(self.timeout * 1000)
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
+                                       "socket.timeout.ms": ms, "socket.connection.setup.timeout.ms": ms,
+                                       "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500})
+        md = self._admin.list_topics(timeout=self.timeout)
+        parts = {(t, p): PartitionInfo(pm.leader, list(pm.replicas), list(pm.isrs))
+                 for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
+        return Metadata({b.id: b.host for b in md.brokers.values()}, md.controller_id, parts)
+
+    def close(self) -> None:
+        """Drop the client (librdkafka closes its connections when it is collected)."""
+        self._admin = None
+
+
+def kafka_metadata(bootstrap: str, timeout: float = 10.0) -> Metadata:
+    """One Metadata request (a throwaway `KafkaMetadata`; a test should keep one instead)."""
+    return KafkaMetadata(bootstrap, timeout)()
 
 
 def _node_of(md: Metadata, broker_id: int, by_address: dict[str, str]) -> str:

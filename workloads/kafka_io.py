@@ -329,26 +329,3 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], *, replication_fact
             raise RuntimeError(f"no leader for {missing} after {timeout:g} s")
         time.sleep(0.2)
 
-
-class ClusterMetadata:
-    """The cluster's metadata for the nemesis's role targets (leader, controller, ISR), through
-    one long-lived, quiet AdminClient (a `nemesis.targets.MetadataSource`)."""
-
-    def __init__(self, bootstrap: str, timeout: float = 5.0):
-        self.bootstrap = bootstrap
-        self.timeout = timeout
-        self._admin: Any = None
-
-    def __call__(self) -> Any:
-        from confluent_kafka.admin import AdminClient
-
-        from nemesis.targets import Metadata, PartitionInfo
-
-        if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
-                                       "socket.timeout.ms": int(self.timeout * 1000),
-                                       "reconnect.backoff.max.ms": 500})
-        md = self._admin.list_topics(timeout=self.timeout)
-        parts = {(t, p): PartitionInfo(pm.leader, list(pm.replicas), list(pm.isrs))
-                 for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
-        return Metadata({b.id: b.host for b in md.brokers.values()}, md.controller_id, parts)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+import textwrap
 from itertools import islice
 
 import pytest
@@ -67,6 +70,27 @@ def test_roles_come_from_metadata():
         resolve({"role": "leader", "topic": "u"}, NODES, rng, **kw)
     with pytest.raises(TargetError, match="needs the cluster's metadata"):
         resolve({"role": "controller"}, NODES, rng)
+
+
+def test_kafka_metadata_is_quiet_and_keeps_one_client():
+    # no broker listens on the port: every call fails, librdkafka prints nothing, the client stays
+    code = textwrap.dedent("""
+        import socket
+        from confluent_kafka import KafkaException
+        from nemesis.targets import KafkaMetadata
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]  # bound, never listening
+        md = KafkaMetadata(f"127.0.0.1:{port}", timeout=1.0)
+        clients = set()
+        for _ in range(2):
+            try:
+                md()
+            except KafkaException:
+                clients.add(id(md._admin))
+        print(len(clients))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "1", p.stderr
+    assert p.stderr == "", p.stderr
 
 
 def test_combined_flip_flops_each_package():
