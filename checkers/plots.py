@@ -10,13 +10,16 @@
 - `realtime-lag.png`: for queue histories, the realtime lag of each acknowledged send (ack to
   the completion of the first poll returning it) against its ack time, with the max per bucket;
 - `unseen.png`: for queue histories, acknowledged sends not yet returned by any poll, over time;
-- `clock-skew.png`: when nemesis events carry clock samples (`value.clock_offsets` or
-  `value.offsets`: node -> seconds), each node's offset over time.
+- `clock-skew.png`: when the nemesis sampled clocks, each node's offset over time (steps).
+  A sample is a nemesis event whose `f` ends in `-clock` (`start-clock`, `stop-clock`,
+  `check-clock`) with `value["clock-offsets"]`: node -> offset in seconds (faked minus real),
+  as `nemesis/clock.py` records them (docs/nemesis.md, "Clock skew").
 
 Every time axis is seconds since the history started; fault windows (start-X/stop-X,
 kill/start, pause/resume nemesis events) are shaded with one legend entry per fault kind,
-and other nemesis events are thin dashed lines. `analysis` (a `checkers.queue.QueueAnalysis`)
-avoids re-reading the history; without it the file is read once. Series with more than
+and other nemesis events (clock samples aside) are thin dashed lines. `analysis` (a
+`checkers.queue.QueueAnalysis`, e.g. the one the check made) avoids analysing the history
+again; without it the file is read and, for queue histories, analysed once. Series with more than
 `max_points` points are thinned for drawing (every failure and indeterminate op is kept).
 Returns the names of the plots written.
 """
@@ -298,18 +301,21 @@ def _clock_skew(ctx: _Context, path: Path) -> bool:
     return ctx.save(fig, ax, path)
 
 
+CLOCK_OFFSETS = "clock-offsets"  # the key nemesis/clock.py records its samples under
+
+
 def _clock_sample(ev: Mapping[str, Any]) -> dict[str, float] | None:
+    """node -> offset (s) of a clock event (see the module docstring), else None."""
     v = ev.get("value")
-    if not isinstance(v, Mapping):
+    if not str(ev.get("f", "")).endswith("-clock") or not isinstance(v, Mapping):
         return None
-    for k in ("clock_offsets", "offsets"):
-        m = v.get(k)
-        if isinstance(m, Mapping):
-            try:
-                return {str(n): float(o) for n, o in m.items()}
-            except (TypeError, ValueError):
-                return None
-    return None
+    m = v.get(CLOCK_OFFSETS)
+    if not isinstance(m, Mapping):
+        return None
+    try:
+        return {str(n): float(o) for n, o in m.items()}
+    except (TypeError, ValueError):
+        return None
 
 
 def _palette(n: int) -> list[str]:

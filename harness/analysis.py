@@ -1,12 +1,14 @@
 """Check a run folder: history -> results.json -> plots and timeline -> report.html.
 
-`analyze_run(run_dir)` is what the runner does after teardown and what `wrack analyze`
-does later (also for a run whose harness was killed: its history may end in a torn line
+`check_run` (history -> results.json) then `render_outputs` (plots, timeline, report) is
+what the runner does after teardown; `analyze_run(run_dir)` does both, and is what `wrack
+analyze` does later (also for a run whose harness was killed: its history may end in a torn line
 and hold ops that never completed, which count as indeterminate). The workload, its
 options and the expected-anomaly policy come from the run's test.json; `workload=`
 overrides (a folder with only a history.jsonl).
 
-Checker failures are verdicts, not crashes: a checker that raises yields
+The queue checker's analysis (its op table and series) is handed from the check to the
+plots, so a history is analysed once. Checker failures are verdicts, not crashes: a checker that raises yields
 `{"valid": "unknown", "error": ...}`; only a missing or malformed history is bad input
 (`InputError`).
 """
@@ -17,6 +19,7 @@ import datetime as dt
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +63,16 @@ def history_stats(path: Path) -> dict[str, Any]:
             "never_completed": len(open_ops), "ok": n_ok, "fail": n_fail, "info": n_info}
 
 
-def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float | None = None) -> dict[str, Any]:
+@dataclass
+class CheckedRun:
+    """A checked run: the results (as written to results.json) and the checker's analysis the
+    plots draw from (`checkers.queue.QueueAnalysis` for the queue workload, else None)."""
+
+    results: dict[str, Any]
+    analysis: Any = None
+
+
+def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float | None = None) -> CheckedRun:
     """Run the workload's checker on the run's history and write results.json."""
     run_dir = Path(run_dir)
     hist = run_dir / "history.jsonl"
@@ -81,8 +93,13 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
         raise InputError(str(e), str(run_dir / "test.json")) from None
     hstats = history_stats(hist)  # raises InputError for a malformed history
     t0 = time.monotonic()
+    analysis = None
     try:
-        results = dict(wl.check(hist, policy.allowed, time_limit))
+        if hasattr(wl, "analyze"):  # the checker's analysis, kept for the plots
+            analysis = wl.analyze(hist, policy.allowed, time_limit, policies=policy.names)
+            results = dict(analysis.result)
+        else:
+            results = dict(wl.check(hist, policy.allowed, time_limit))
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - a checker crash is an unknown verdict, not a harness crash
@@ -99,16 +116,16 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     if hstats["dropped_lines"] or incomplete:
         results["incomplete_run"] = True
     store.write_json(run_dir / "results.json", results)
-    return results
+    return CheckedRun(results, analysis)
 
 
-def render_outputs(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any] | None = None) -> list[str]:
-    """Plots, timeline and report.html for a checked run; returns the problems met (never raises
-    for a plot: a missing picture must not cost the verdict)."""
+def render_outputs(run_dir: Path, test: Mapping[str, Any] | None = None, analysis: Any = None) -> list[str]:
+    """Plots (from `analysis` when given), timeline and report.html for a checked run; returns
+    the problems met (never raises for a plot: a missing picture must not cost the verdict)."""
     from harness import plots as hplots
     from harness.report import write_report
 
-    problems = hplots.write_all(run_dir, results, test or store.read_json(run_dir / "test.json") or {})
+    problems = hplots.write_all(run_dir, test or store.read_json(run_dir / "test.json") or {}, analysis)
     try:
         write_report(run_dir)
     except Exception as e:  # noqa: BLE001
@@ -119,8 +136,9 @@ def render_outputs(run_dir: Path, results: Mapping[str, Any], test: Mapping[str,
 def analyze_run(run_dir: Path, *, workload: str | None = None, time_limit: float | None = None
                 ) -> dict[str, Any]:
     """check_run + render_outputs; returns the results (with `render_problems` if any)."""
-    results = check_run(run_dir, workload=workload, time_limit=time_limit)
-    problems = render_outputs(Path(run_dir), results)
+    checked = check_run(run_dir, workload=workload, time_limit=time_limit)
+    results = checked.results
+    problems = render_outputs(Path(run_dir), analysis=checked.analysis)
     if problems:
         results["render_problems"] = problems
         store.write_json(Path(run_dir) / "results.json", results)

@@ -44,9 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q = p.add_argument_group("queue")
     q.add_argument("--allow", action="append", default=[], metavar="TYPE",
                    help="an anomaly type this configuration may show (repeatable)")
+    from checkers.queue.policy import POLICIES
+
     q.add_argument("--policy", action="append", default=[], metavar="NAME",
-                   help="a named policy of allowed types (strict, acks1, subscribe, final-read-deadline, txn, "
-                        "txn-ww-deps; repeatable)")
+                   help=f"a named policy of allowed types ({', '.join(POLICIES)}; repeatable)")
     q.add_argument("--ww-deps", action="store_true", help="infer ww edges from offsets (G0; G1c with ww edges)")
     q.add_argument("--plots", default=None, metavar="DIR", help="write plots and the timeline into DIR")
     p.set_defaults(func=run)

@@ -363,14 +363,15 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     if history is None:  # the test never started: nothing to check
         (run_dir / "history.jsonl").touch()
     try:
-        results = check_run(run_dir, time_limit=o.checker_time_limit)
+        checked = check_run(run_dir, time_limit=o.checker_time_limit)
+        results = checked.results
         if error:
             results["run_error"] = error
             if results.get("valid") is True:
                 results["valid"] = "unknown"  # an aborted test proves nothing
             store.write_json(run_dir / "results.json", results)
         timings.lap("check")
-        problems = render_outputs(run_dir, results, test)
+        problems = render_outputs(run_dir, test, analysis=checked.analysis)
         if problems:
             results["render_problems"] = problems
             store.write_json(run_dir / "results.json", results)

@@ -9,9 +9,11 @@ A `Workload` (queue, log, noop) gives the runner:
   `final_generator()` (after the heal: read everything back; None if nothing to do);
 - `observe(event)`: every event of the whole test, whatever phase is current (the runner
   wraps the complete generator with it; phases only update the current phase);
-- `check(history_path, allowed) -> result` (DESIGN.md's checker result; `allowed` are the
-  anomaly types the configuration may show);
-- `plots(history_path, results, out_dir, colors)` (optional pictures into plots/).
+- `check(history_path, allowed, time_limit) -> result` (DESIGN.md's checker result;
+  `allowed` are the anomaly types the configuration may show, `harness.policy`);
+- `analyze(history_path, allowed, time_limit, policies=())` (optional, queue): the checker's
+  full analysis, whose `.result` is `check`'s result and which the plots draw from
+  (`policies`: the checker's named policies the allowed types came from).
 
 `WorkloadOptions` holds every option a workload reads, recorded in test.json.
 """

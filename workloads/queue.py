@@ -240,10 +240,15 @@ class QueueWorkload:
                                 gen.Fn(poll_until_read))
         return gen.time_limit(self.opts.final_time_limit, gen.each_process(per_thread))
 
-    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
-              ) -> dict[str, Any]:
+    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
+                policies: Sequence[str] = ()) -> Any:
+        """The queue checker's `QueueAnalysis` (`.result` is `check`'s result; the plots reuse it).
+        `policies` are the checker's named policies (`checkers.queue.POLICIES`)."""
         from checkers import queue as qc
 
-        result = dict(qc.check_file(str(history_path), allowed=tuple(allowed), time_limit=time_limit))
-        result.setdefault("allowed", sorted(set(allowed)))
-        return result
+        return qc.analyze_file(str(history_path), allowed=tuple(allowed), time_limit=time_limit,
+                               policies=tuple(policies))
+
+    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
+              policies: Sequence[str] = ()) -> dict[str, Any]:
+        return dict(self.analyze(history_path, allowed, time_limit, policies=policies).result)

@@ -1,17 +1,28 @@
 """Which anomaly types a configuration may show: named policies and their resolution.
 
 A run's verdict is `valid: true` iff every anomaly type found is in its *allowed* set.
-The allowed set is the union of named policies and single types; the harness picks the
-policies from the run's configuration, and the result prints the set it applied.
+The allowed set is the union of named policies and single types. This table is the one
+definition of what each allowance covers; `harness.policy` picks the named policies from a
+run's configuration (with the reason for each) and the result prints the set it applied.
+
+Terms: an *acknowledged* record is one a producer was told is at offset o; a *committed*
+record is below the partition's high watermark (HWM), which only advances once every
+in-sync replica has the record, and consumers only ever read committed records.
 
 | policy | allows | why |
 | --- | --- | --- |
-| `strict` | nothing | the default: acks=all, min.insync.replicas >= 2, assign-mode consumers, final reads complete |
-| `acks1` | lost-write, unseen, inconsistent-offsets, nonmonotonic-send, int-nonmonotonic-send, poll-skip, nonmonotonic-poll | acks=1 acknowledges before replication: a leader failover truncates acknowledged records (lost or unseen), their offsets are reused by later records (inconsistent offsets, a producer's later send landing lower), and consumers that had read past the new log end are reset |
+| `strict` | nothing | acks=all, min.insync.replicas >= 2, assign-mode consumers, final reads complete |
+| `acks1` | lost-write, unseen, inconsistent-offsets, nonmonotonic-send, int-nonmonotonic-send | acknowledged but uncommitted records are lost: a leader acknowledges before any follower has the record, and a failover truncates what the new leader never had. Those records are never read (lost-write once a later offset was read, unseen otherwise), their offsets are reused by later records (the offset an ack named holds another value), and a producer's next send lands at or below its previous one (also within one op). No consumer read them (they were above the HWM), so consumer-side types stay disallowed |
+| `min-isr1` | the `acks1` types and nonmonotonic-poll | acks=all with min.insync.replicas 1: the ISR may shrink to the leader, which then acknowledges *and commits* alone; if its copy is lost (a power loss, a corrupted or wiped disk), committed records that consumers read are gone too (see `power-loss-unflushed` for what consumers then see) |
+| `power-loss-unflushed` | the `acks1` types and nonmonotonic-poll | replicas that lose power together lose the records still only in their page caches, committed or not: consumers had read some of them; their offsets are reused (inconsistent-offsets, now also between reads), and a consumer positioned past the shortened log is rewound (OFFSET_OUT_OF_RANGE resets it to the earliest offset, KIP-320 truncation detection to the divergence point): nonmonotonic-poll. A rewind goes back, never forward, so poll-skip stays disallowed |
 | `subscribe` | poll-skip, nonmonotonic-poll | subscribe-mode consumers are rebalanced between polls (Jepsen allows these with `:subscribe`) |
-| `final-read-deadline` | unseen | the final read phase hit its deadline, so acknowledged records may simply not have been polled yet |
+| `final-read-deadline` | unseen | the final read phase did not run to the end (deadline, or the harness was killed), so acknowledged records may simply not have been polled yet |
 | `txn` | int-send-skip, G0 | Kafka transactions do not isolate writes: sends of concurrent transactions interleave (Jepsen always allows these) |
 | `txn-ww-deps` | int-send-skip, G0, G1c | with `ww_deps` the graph has ww edges, and ww+wr cycles are normal without write isolation (Jepsen's `:ww-deps`) |
+
+Never allowed by any policy: duplicate, G1a, garbage-read, precommitted-read, poll-skip (but
+with subscribe), int-poll-skip, int-nonmonotonic-poll, G1c without ww edges: no loss
+explains them.
 """
 
 from __future__ import annotations
@@ -24,15 +35,26 @@ ANOMALY_TYPES: tuple[str, ...] = (
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send", "G0", "G1c",
 )
 
+# acknowledged records above the HWM lost on a leader failover (no consumer saw them)
+_UNCOMMITTED_LOSS = frozenset({"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
+                               "int-nonmonotonic-send"})
+# committed records lost as well: consumers had read them and are rewound
+_COMMITTED_LOSS = _UNCOMMITTED_LOSS | {"nonmonotonic-poll"}
+
 POLICIES: dict[str, frozenset[str]] = {
     "strict": frozenset(),
-    "acks1": frozenset({"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
-                        "int-nonmonotonic-send", "poll-skip", "nonmonotonic-poll"}),
+    "acks1": _UNCOMMITTED_LOSS,
+    "min-isr1": _COMMITTED_LOSS,
+    "power-loss-unflushed": _COMMITTED_LOSS,
     "subscribe": frozenset({"poll-skip", "nonmonotonic-poll"}),
     "final-read-deadline": frozenset({"unseen"}),
     "txn": frozenset({"int-send-skip", "G0"}),
     "txn-ww-deps": frozenset({"int-send-skip", "G0", "G1c"}),
 }
+
+# policies under which acknowledged writes may be lost (other checkers map these to their
+# own loss verdict, e.g. the linearizability checker's `nonlinearizable`)
+LOSSY_POLICIES: frozenset[str] = frozenset({"acks1", "min-isr1", "power-loss-unflushed"})
 
 
 def resolve_allowed(allowed: Iterable[str] = (), policies: Iterable[str] = ()) -> frozenset[str]:

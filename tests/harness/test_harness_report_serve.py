@@ -211,18 +211,47 @@ def test_report_renders_whatever_is_missing(tmp_path):
     assert "UNKNOWN" in write_report(run).read_text()  # never checked: unknown, torn tail tolerated
 
 
-def test_clock_plot_from_the_nemesis_clock_events(tmp_path):
-    from harness.plots import clock_plot
+def make_queue_run(root: Path, acks: str = "1") -> Path:
+    """A stored queue run: two processes sending and polling one key, a clock fault."""
+    name = f"queue-acks{acks}-clock"
+    run = store.new_run(root, name)
+    store.write_json(run / "test.json", {
+        "name": name, "run_id": store.run_id(run), "start": "2026-01-01T00:00:00+00:00",
+        "end": "2026-01-01T00:01:00+00:00", "seed": 1,
+        "options": {"workload": "queue", "acks": acks, "nodes": 3, "nemesis": ["clock"], "min_isr": 2, "rf": 3}})
+    evs, t = [], 0
 
-    h = tmp_path / "history.jsonl"
-    write_history(h, [
-        {"process": "nemesis", "type": "info", "f": "start-clock", "time": 1_000_000_000,
-         "value": {"action": "bump", "clock-offsets": {"n1": 0.5, "n2": 0.0}}},
-        {"process": 0, "type": "invoke", "f": "noop", "value": 1, "time": 2_000_000_000},
-        {"process": "nemesis", "type": "info", "f": "stop-clock", "time": 3_000_000_000,
-         "value": {"action": "reset", "clock-offsets": {"n1": 0.0, "n2": 0.0}}},
-    ])
-    assert clock_plot(h, tmp_path / "clock-skew.png", {})
-    assert (tmp_path / "clock-skew.png").stat().st_size > 5_000
-    write_history(h, [{"process": 0, "type": "invoke", "f": "noop", "value": 1}])
-    assert not clock_plot(h, tmp_path / "none.png", {}) and not (tmp_path / "none.png").exists()
+    def op(p, f, inv, done):
+        nonlocal t
+        t += 5_000_000
+        evs.append({"process": p, "type": "invoke", "f": f, "value": inv, "time": t})
+        evs.append({"process": p, "type": "ok", "f": f, "value": done, "time": t + 2_000_000})
+
+    op(1, "assign", ["q-0"], ["q-0"])
+    for i in range(40):
+        op(0, "send", [["send", "q-0", i]], [["send", "q-0", [i, i]]])
+        op(1, "poll", [["poll"]], [["poll", {"q-0": [[i, i]]}]])
+        if i in (10, 30):
+            evs.append({"process": "nemesis", "type": "info", "f": "start-clock" if i == 10 else "stop-clock",
+                        "value": {"clock-offsets": {"n1": 2.5 if i == 10 else 0.0, "n2": 0.0}}, "time": t})
+    write_history(run / "history.jsonl", evs)
+    return run
+
+
+def test_analysis_checks_with_the_named_policies_and_plots_from_the_check(tmp_path, monkeypatch):
+    import checkers.plots
+    from checkers.queue import POLICIES
+
+    def no_second_pass(path):
+        raise AssertionError("the history was analysed twice")
+
+    monkeypatch.setattr(checkers.plots, "_load", no_second_pass)
+    run = make_queue_run(tmp_path)
+    res = analyze_run(run)
+    assert res["valid"] is True and "render_problems" not in res, res.get("render_problems")
+    assert res["policies"] == ["acks1"] and res["policy"]["name"] == "acks1"
+    assert set(res["allowed"]) == POLICIES["acks1"]
+    names = {p.stem for p in (run / "plots").glob("*.png")}
+    assert {"latency-raw", "rate", "unseen", "clock-skew"} <= names
+    html = (run / "report.html").read_text()
+    assert "named policy" in html and "acks=1: the leader acknowledges a record before any follower" in html

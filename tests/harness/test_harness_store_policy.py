@@ -61,19 +61,43 @@ def test_versions_and_git():
     assert set(g) == {"rev", "dirty"}
 
 
+ACKS1 = ["inconsistent-offsets", "int-nonmonotonic-send", "lost-write", "nonmonotonic-send", "unseen"]
+COMMITTED = sorted([*ACKS1, "nonmonotonic-poll"])
+
+
 @pytest.mark.parametrize("opts,allowed,name", [
     ({"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3}, [], "strict"),
-    ({"workload": "queue", "acks": "1", "min_isr": 2, "rf": 3}, ["lost-write", "unseen"], "acks1"),
-    ({"workload": "queue", "acks": "mixed", "min_isr": 2, "rf": 3}, ["lost-write", "unseen"], "acks1"),
-    ({"workload": "queue", "acks": "all", "min_isr": 1, "rf": 3}, ["lost-write", "unseen"], "min-isr1"),
+    ({"workload": "queue", "acks": "1", "min_isr": 2, "rf": 3}, ACKS1, "acks1"),
+    ({"workload": "queue", "acks": "mixed", "min_isr": 2, "rf": 3}, ACKS1, "acks1"),
+    ({"workload": "queue", "acks": "all", "min_isr": 1, "rf": 3}, COMMITTED, "min-isr1"),
+    ({"workload": "queue", "acks": "all", "min_isr": 2, "rf": 1}, COMMITTED, "min-isr1"),
     ({"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nemesis": ["power-loss"]},
-     ["lost-write", "unseen"], "power-loss-unflushed"),
+     COMMITTED, "power-loss-unflushed"),
+    ({"workload": "queue", "acks": "1", "nemesis": ["power-loss", "kill"]}, COMMITTED, "acks1+power-loss-unflushed"),
     ({"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nemesis": ["power-loss"],
       "flush_policy": "every"}, [], "strict"),
+    ({"workload": "queue", "acks": "all", "nemesis": ["clock", "corruption", "membership"]}, [], "strict"),
     ({"workload": "log", "acks": "1"}, ["nonlinearizable"], "acks1"),
+    ({"workload": "log", "acks": "all", "nemesis": ["power-loss"]}, ["nonlinearizable"], "power-loss-unflushed"),
+    ({"workload": "log", "acks": "all"}, [], "strict"),
     ({"workload": "queue", "acks": "all", "safeguards_off": ["elr"]}, [], "strict"),
+    ({"workload": "noop", "acks": "1"}, [], "strict"),
 ])
 def test_policy(opts, allowed, name):
     p = choose(opts)
     assert p.name == name and p.reasons
-    assert set(allowed) <= set(p.allowed) and (not allowed) == (not p.allowed)
+    assert p.allowed == allowed
+
+
+def test_policy_names_are_the_checkers_and_each_has_a_reason():
+    from checkers.queue import POLICIES, resolve_allowed
+
+    p = choose({"workload": "queue", "acks": "1", "nemesis": ["power-loss"]}, incomplete=True)
+    assert p.names == ["acks1", "power-loss-unflushed", "final-read-deadline"]
+    assert set(p.allowed) == resolve_allowed(policies=p.names)
+    d = p.to_dict()
+    assert [x["name"] for x in d["policies"]] == p.names
+    for x in d["policies"]:
+        assert x["reason"] and x["allows"] == sorted(POLICIES[x["name"]])
+    assert d["allowed"] == p.allowed and len(d["reasons"]) == 3 and d["notes"] == []
+    assert choose({"workload": "log", "acks": "1"}, incomplete=True).names == ["acks1"]  # no final read to miss

@@ -109,8 +109,8 @@ def test_plots_and_timeline_written(tmp_path):
     n = len(evs)
     evs.insert(n // 4, {"process": "nemesis", "type": "info", "f": "start-partition", "value": "halves"})
     evs.insert(n // 2, {"process": "nemesis", "type": "info", "f": "stop-partition", "value": None})
-    evs.insert(3 * n // 4, {"process": "nemesis", "type": "info", "f": "bump-clock",
-                            "value": {"clock_offsets": {"n1": 0.25, "n2": -0.1}}})
+    evs.insert(3 * n // 4, {"process": "nemesis", "type": "info", "f": "check-clock",
+                            "value": {"action": "check", "clock-offsets": {"n1": 0.25, "n2": -0.1}}})
     for i, e in enumerate(evs):
         e["index"] = i
         e["time"] = i * 1_000_000
@@ -125,3 +125,36 @@ def test_plots_and_timeline_written(tmp_path):
         assert x.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and x.stat().st_size > 5000
     res = json.loads(r.stdout)
     assert [w["kind"] for w in res["stats"]["fault_windows"]] == ["partition"]
+
+
+def test_clock_plot_from_the_nemesis_clock_events(tmp_path):
+    from checkers.plots import write_plots
+
+    h = H().send(0, "x", 1, 0).assign(1, ["x"]).poll(1, {"x": [[0, 1]]})
+    h.nemesis("start-clock", {"action": "bump", "clock-offsets": {"n1": 90.0, "n2": 0.0}})
+    h.send(0, "x", 2, 1)
+    h.nemesis("stop-clock", {"action": "reset", "clock-offsets": {"n1": 0.0, "n2": 0.0}})
+    p = write(tmp_path / "h.jsonl", h.events)
+    assert "clock-skew" in write_plots(p, tmp_path / "a")
+    assert (tmp_path / "a" / "clock-skew.png").stat().st_size > 5000
+    # other shapes are not clock samples: an undocumented key, or a non-clock event
+    h2 = H().send(0, "x", 1, 0)
+    h2.nemesis("start-clock", {"clock_offsets": {"n1": 1.0}})
+    h2.nemesis("kill", {"nodes": ["n1"], "clock-offsets": {"n1": 1.0}})
+    assert "clock-skew" not in write_plots(write(tmp_path / "h2.jsonl", h2.events), tmp_path / "b")
+
+
+def test_plots_draw_from_a_given_analysis_without_reading_the_history_again(tmp_path, monkeypatch):
+    import checkers.plots
+    from checkers.queue import analyze_file
+
+    sim = simulate(5, n_ops=200)
+    p = write(tmp_path / "h.jsonl", sim.h.events)
+    an = analyze_file(p)
+
+    def no_second_pass(path):
+        raise AssertionError("the history was analysed again")
+
+    monkeypatch.setattr(checkers.plots, "_load", no_second_pass)
+    names = checkers.plots.write_plots(p, tmp_path / "plots", analysis=an)
+    assert {"latency-raw", "rate", "realtime-lag", "unseen"} <= set(names)
