@@ -47,6 +47,7 @@ E = ErrorCode
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _BATCH_HEAD = struct.Struct(">qiiBI")
 BATCH_HEADER_SIZE = 61
+ADMIN_FALLBACK_TIMEOUT_S = 30.0  # how long a CreateTopics/DeleteTopics with timeout 0 waits for the controller
 
 
 def valid_topic_name(name: str | None) -> bool:
@@ -468,7 +469,9 @@ class Handlers:
         task.add_done_callback(done)
 
     async def _create_topics(self, req: Req, body: Any) -> None:
-        timeout = max(k.ms(body.timeout), 0) / 1000.0
+        # timeout <= 0: answer once the controller has (not waiting for the metadata to spread)
+        propagate = k.ms(body.timeout) > 0
+        timeout = k.ms(body.timeout) / 1000.0 if propagate else ADMIN_FALLBACK_TIMEOUT_S
         validate_only = getattr(body, "validate_only", False)
         image = self.image
         results: dict[str, dict[str, Any]] = {}
@@ -517,7 +520,7 @@ class Handlers:
             results[name] = {"error_code": resp.error, "error_message": resp.message or None}
             if resp.error is E.none:
                 created.append(name)
-        if created:  # answer once this broker's metadata shows the new topics (clients ask it next)
+        if created and propagate:  # answer once this broker's metadata shows the new topics (clients ask it next)
             want = {n: sizes[n][0] for n in created}
             wait = self.node.wait_for_metadata(
                 lambda: all(sum(1 for tp in self.image.partitions if tp.topic == n) == c for n, c in want.items())
@@ -539,7 +542,9 @@ class Handlers:
         self._spawn(req, body, self._delete_topics(req, body))
 
     async def _delete_topics(self, req: Req, body: Any) -> None:
-        timeout = max(k.ms(body.timeout), 0) / 1000.0
+        # timeout <= 0: answer once the controller has (not waiting for the metadata to spread)
+        propagate = k.ms(body.timeout) > 0
+        timeout = k.ms(body.timeout) / 1000.0 if propagate else ADMIN_FALLBACK_TIMEOUT_S
         image = self.image
         by_id = {tid: n for n, tid in image.topic_ids.items()}
         wanted: list[tuple[str | None, Any]] = []
@@ -570,7 +575,7 @@ class Handlers:
                 results[i] = {"error_code": fut.result().error, "error_message": fut.result().message or None}
                 if fut.result().error is E.none:
                     gone.append(wanted[i][0])
-        if gone:
+        if gone and propagate:
             wait = self.node.wait_for_metadata(lambda: not any(n in self.image.topics for n in gone))
             try:
                 await asyncio.wait_for(wait, max(deadline - loop.time(), 0.05))
