@@ -2,10 +2,17 @@
 
 `render_report(data)` is a pure function from a run's loaded contents to HTML:
 verdict first, then the configuration, the anomalies with their explanations and the
-ops involved, the plots (embedded PNGs), the timeline (embedded as an iframe `srcdoc`),
-per-node logs, and the expected-anomaly policy that was applied. Everything is
-autoescaped: payload values from the history stay text, never markup. No external
-resource is referenced (no CDN, no file links needed to render).
+ops involved, the plots (embedded PNGs), the timeline, per-node logs, and the
+expected-anomaly policy that was applied. Everything is autoescaped: payload values from
+the history stay text, never markup. No external resource is referenced (no CDN, no file
+links needed to render).
+
+The timeline is part of the page (`checkers.timeline.fragment_from_page` over
+plots/timeline.html: the checkers' own element, script and style, with only the base64 data
+and the escaped title taken from the file), not an iframe: a sandboxed `srcdoc` iframe is an
+opaque-origin frame that Chromium renders in a process of its own (IsolateSandboxedIframes),
+which a headless screenshot or a print could catch before it had painted. It is the page's
+only script; everything else renders without JavaScript.
 
 `write_report(run_dir)` loads a run folder (DESIGN.md layout) and writes
 `report.html` into it.
@@ -39,7 +46,7 @@ class RunData:
     test: dict[str, Any]
     results: dict[str, Any] | None = None
     plots: list[tuple[str, bytes]] = field(default_factory=list)  # (name, PNG bytes)
-    timeline_html: str | None = None
+    timeline_fragment: str | None = None  # the embeddable timeline element (trusted markup)
     logs: dict[str, str] = field(default_factory=dict)  # node -> log tail
     run_dir: str = ""
     faults: list[dict[str, Any]] = field(default_factory=list)  # fault windows (kind, start s, stop s, value)
@@ -68,7 +75,9 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     timeline = None
     for cand in (d / "plots" / "timeline.html", d / "timeline.html"):
         if cand.is_file():
-            timeline = cand.read_text(errors="replace")
+            from checkers.timeline import fragment_from_page
+
+            timeline = fragment_from_page(cand.read_text(errors="replace"))
             break
     logs: dict[str, str] = {}
     nodes = d / "nodes"
@@ -77,7 +86,7 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
             for log in sorted(node.glob("*.log")):
                 logs[f"{node.name}/{log.name}"] = _tail(log, LOG_TAIL_LINES)
     faults, nem_errors, ops = _scan_history(d / "history.jsonl", _example_indices(results))
-    return RunData(test=test, results=results, plots=plots, timeline_html=timeline, logs=logs,
+    return RunData(test=test, results=results, plots=plots, timeline_fragment=timeline, logs=logs,
                    run_dir=str(d), faults=faults, nemesis_errors=nem_errors, ops=ops)
 
 
@@ -227,7 +236,7 @@ def render_report(data: RunData) -> str:
         anomalies=anomalies,
         allowed=sorted(allowed),
         plots=plots,
-        timeline_srcdoc=data.timeline_html,
+        timeline_fragment=data.timeline_fragment,
         logs=data.logs,
         other_results=other,
         run_dir=data.run_dir,

@@ -14,6 +14,13 @@ present on the page. The op data is embedded compactly (columnar arrays, delta-e
 gzip + base64, inflated in the browser with DecompressionStream).
 
 `timeline_data(events)` is the pure part: events to that columnar dict.
+
+The timeline is one element (`fragment.html`: a `div.wrack-timeline` with its scoped style,
+its data and its script, no ids, no globals) that works on its own page (`render_html`,
+what `write_timeline` writes) and inside another page (`render_fragment`): the run report
+embeds it directly, not in an iframe. An embedded timeline keeps its keyboard paging to
+itself and leaves the page's URL alone. `fragment_from_page(page)` rebuilds the embeddable
+element from a written page, taking nothing from it but the base64 data and the title.
 """
 
 from __future__ import annotations
@@ -22,13 +29,19 @@ import base64
 import gzip
 import html
 import os
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-TEMPLATE = Path(__file__).with_name("timeline.html")
+TEMPLATE = Path(__file__).with_name("timeline.html")  # the page around the fragment
+FRAGMENT = Path(__file__).with_name("fragment.html")
+_PLACEHOLDER = re.compile(r"\{\{(TITLE|DATA|STANDALONE|FRAGMENT)\}\}")
+_DATA_IN_PAGE = re.compile(r'<script type="application/octet-stream" (?:class="tl-data"|id="data")>'
+                           r"([A-Za-z0-9+/=\s]*)</script>")
+_TITLE_IN_PAGE = re.compile(r"<title>([^<]*)</title>")
 DESC_MAX = 72
 TYPES = {"ok": 0, "info": 1, "fail": 2}  # 3: never completed
 
@@ -136,11 +149,41 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
             "x": X if index_differs else [], "n": nem, "w": windows, "rows": row + 1}
 
 
+def _fill(template: Path, values: dict[str, str]) -> str:
+    """The template with its placeholders replaced in one pass (a value is never rescanned)."""
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template.read_text(encoding="utf-8"))
+
+
+def _blob(data: dict[str, Any]) -> str:
+    return base64.b64encode(gzip.compress(orjson.dumps(data), compresslevel=6, mtime=0)).decode("ascii")
+
+
+def _fragment(blob: str, title_html: str, standalone: bool) -> str:
+    return _fill(FRAGMENT, {"TITLE": title_html, "DATA": blob, "STANDALONE": "1" if standalone else "0"})
+
+
+def render_fragment(data: dict[str, Any], title: str) -> str:
+    """The embeddable timeline element for `timeline_data`'s dict (pure). Its height is the
+    CSS variable `--timeline-height` (default 640px)."""
+    return _fragment(_blob(data), html.escape(title), standalone=False)
+
+
 def render_html(data: dict[str, Any], title: str) -> str:
-    """The page for `timeline_data`'s dict (pure)."""
-    blob = base64.b64encode(gzip.compress(orjson.dumps(data), compresslevel=6, mtime=0)).decode("ascii")
-    page = TEMPLATE.read_text(encoding="utf-8")
-    return page.replace("{{TITLE}}", html.escape(title)).replace("{{DATA}}", blob)
+    """The timeline's own page for `timeline_data`'s dict (pure)."""
+    t = html.escape(title)
+    return _fill(TEMPLATE, {"TITLE": t, "FRAGMENT": _fragment(_blob(data), t, standalone=True)})
+
+
+def fragment_from_page(page: str) -> str | None:
+    """The embeddable element for a page `render_html` wrote (also an older single-page
+    timeline), or None if the page holds no timeline data. Only the base64 data and the
+    title (re-escaped) are taken from the page: the markup and script are this module's."""
+    m = _DATA_IN_PAGE.search(page)
+    if m is None:
+        return None
+    t = _TITLE_IN_PAGE.search(page)
+    title = html.escape(html.unescape(t.group(1))) if t else "Timeline"
+    return _fragment("".join(m.group(1).split()), title, standalone=False)
 
 
 def _short(v: Any) -> str:

@@ -15,7 +15,7 @@ import pytest
 from queue_testlib import H, simulate
 
 from checkers.stats import run_stats
-from checkers.timeline import timeline_data, write_timeline
+from checkers.timeline import fragment_from_page, render_fragment, render_html, timeline_data, write_timeline
 
 
 def write(path: Path, events: list[dict]) -> Path:
@@ -24,7 +24,7 @@ def write(path: Path, events: list[dict]) -> Path:
 
 
 def embedded(page: str) -> dict:
-    blob = re.search(r'<script type="application/octet-stream" id="data">([^<]*)</script>', page).group(1)
+    blob = re.search(r'<script type="application/octet-stream" class="tl-data">([^<]*)</script>', page).group(1)
     return json.loads(gzip.decompress(base64.b64decode(blob)))
 
 
@@ -50,6 +50,25 @@ def test_timeline_is_self_contained_and_escapes_values(tmp_path):
     assert not re.search(r'(src|href)="(https?:)?//', page)  # no external resource
     d = embedded(page)
     assert d["v"][0].startswith("x=</script>")  # data stays data: only inside the gzip blob
+
+
+def test_the_embeddable_element_is_rebuilt_from_the_page_and_nothing_else(tmp_path):
+    h = H().send(0, "x", 1, 0).poll(1, {"x": [[0, 1]]})
+    page = render_html(timeline_data(h.events), 'T <b>"x"</b>')
+    frag = fragment_from_page(page)
+    assert frag.startswith('<div class="wrack-timeline"') and 'data-standalone="0"' in frag
+    assert "<html" not in frag and " id=" not in frag  # embeddable: no page structure, no ids
+    assert embedded(frag) == embedded(page) and "T &lt;b&gt;&quot;x&quot;&lt;/b&gt;" in frag
+    assert 'data-standalone="1"' in page
+    # a tampered page gives its data at most: markup and script are always the module's own
+    evil = page.replace("<script>", "<script>alert(1);", 1).replace("<title>", "<title><img src=x>", 1)
+    frag2 = fragment_from_page(evil)
+    assert "alert(1)" not in frag2 and "<img" not in frag2
+    assert fragment_from_page(page.replace('class="tl-data">', 'class="tl-data">"</script><b>', 1)) is None
+    assert fragment_from_page("<html>no timeline</html>") is None
+    old_page = '<title>old</title><script type="application/octet-stream" id="data">QUJD</script>'
+    assert 'class="tl-data">QUJD<' in fragment_from_page(old_page)  # pages written before the element
+    assert render_fragment(timeline_data(h.events), "t").count("<script") == 2  # its data and its code
 
 
 def test_run_stats_availability_per_window(tmp_path):
