@@ -10,11 +10,12 @@ checker's form, to `verdicts`. The summary holds the latest verdict of every ing
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +29,9 @@ from pipeline.schemas import spark_schema, verdict_str
 
 QUEUE_FS = ("send", "poll", "txn")
 ROWS_PER_PARTITION = 1_000_000
+# Below this many micro-op rows, compiling generated code costs more than it saves.
+INTERPRETED_BELOW = 2_000_000
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 UNSEEN_VALUES_SHOWN = 32  # checkers.queue.analysis.VALUES_SHOWN
 
 
@@ -57,6 +61,27 @@ def latest_verdicts(out: str) -> dict[str, dict[str, Any]]:
     return best
 
 
+@contextlib.contextmanager
+def _sql_conf(spark: Any, conf: dict[str, str]) -> Iterator[None]:
+    """Set runtime SQL settings for the `with` block (restored after; ignored where refused)."""
+    old: dict[str, str | None] = {}
+    for k, v in conf.items():
+        try:
+            old[k] = spark.conf.get(k, None)
+            spark.conf.set(k, v)
+        except Exception:  # noqa: BLE001 - e.g. a Connect server that forbids the key: keep its default
+            continue
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            with contextlib.suppress(Exception):
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+
+
 def _only(df: DataFrame, ids: list[str], everything: bool) -> DataFrame:
     return df if everything else df.where(F.col("run_id").isin(ids))
 
@@ -82,7 +107,9 @@ def check(spark: Any, out: str, *, run_ids: Iterable[str] | None = None, recheck
         todo = sorted(runs) if recheck else sorted(r for r in runs if r not in done)
     summary = CheckSummary()
     if todo:
-        summary = _check_runs(spark, out, runs, todo, list(allow), max_examples, time_limit, say)
+        small = sum(int(runs[r].get("op_rows") or 0) for r in todo) < INTERPRETED_BELOW
+        with _sql_conf(spark, INTERPRETED if small else {}):
+            summary = _check_runs(spark, out, runs, todo, list(allow), max_examples, time_limit, say)
     for rid in sorted(runs):
         if rid not in summary.results and rid in done:
             summary.results[rid] = json.loads(done[rid]["result"])
