@@ -10,10 +10,16 @@
    partitions and kills against the real broker (skipped when it does not run), and of the
    no-op workload with the stand-in broker (the harness's own share).
 
+3. Check and report of a big stored run (`--report-events`, default 1,000,000; 0 skips):
+   CPU seconds of `check_run` and of `render_outputs` on a queue history from
+   bench/queue_checker.py's generator, with the plots drawn from the check's analysis (what
+   the runner does) and, for comparison, with the plots analysing the history again.
+
 Prints one line per figure with the load average beside it (2 shared cores: figures are
 noisy). Target: at most 15 s outside the window on local.
 
     .venv/bin/python bench/harness.py [--seconds 3] [--repeat 3] [--window 60] [--no-cluster]
+                                      [--report-events 1000000]
 """
 
 from __future__ import annotations
@@ -79,13 +85,50 @@ def outside_window(window: float, workload: str, broker_command: list[str] | Non
             "outside": total - tm.get("workload", 0.0), "error": out.error}
 
 
+def check_and_report(n_events: int) -> None:
+    """Section 3 of the module docstring."""
+    import importlib.util
+    import json
+    import shutil
+
+    from harness.analysis import check_run, render_outputs
+
+    spec = importlib.util.spec_from_file_location("queue_checker_bench", ROOT / "bench" / "queue_checker.py")
+    qb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(qb)
+
+    with tempfile.TemporaryDirectory(prefix="wrack-bench-") as d:
+        run = Path(d) / "run"
+        run.mkdir()
+        n = qb.generate(run / "history.jsonl", n_events, seed=5)
+        test = {"name": "bench", "run_id": "bench/run", "end": "x",
+                "options": {"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nemesis": []}}
+        (run / "test.json").write_text(json.dumps(test))
+        t0 = time.process_time()
+        checked = check_run(run)
+        t_check = time.process_time() - t0
+        t0 = time.process_time()
+        problems = render_outputs(run, test, analysis=checked.analysis)
+        t_with = time.process_time() - t0
+        shutil.rmtree(run / "plots")
+        t0 = time.process_time()
+        problems += render_outputs(run, test)
+        t_without = time.process_time() - t0
+    print(f"check + report of a {n} event queue run (CPU s): check {t_check:.1f}, plots+timeline+report "
+          f"{t_with:.1f} from the check's analysis vs {t_without:.1f} analysing again"
+          f"{'; problems ' + '; '.join(problems) if problems else ''}  load {loadavg()}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--window", type=float, default=60.0)
     ap.add_argument("--no-cluster", action="store_true")
+    ap.add_argument("--report-events", type=int, default=1_000_000, help="0: skip the check+report figure")
     a = ap.parse_args()
+    if a.report_events:
+        check_and_report(a.report_events)
     for threads in (1, 4, 10):
         best = max(interpreter_ops(threads, a.seconds) for _ in range(a.repeat))
         print(f"interpreter, no-op client, {threads:2d} thread(s): {best:8.0f} ops/s journaled "
