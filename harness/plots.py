@@ -1,7 +1,8 @@
 """Pictures of a run into `plots/`: the checkers' plots and the timeline.
 
 `write_all(run_dir, test, analysis=None)` calls `checkers.plots.write_plots` (latency, rate,
-realtime lag, unseen, clock skew) with the fault colours of the run's nemesis packages and,
+realtime lag, unseen, clock skew) with the fault colours of the run's nemesis packages (the
+timeline's bands get the same) and,
 when given, the checker's analysis of the history (`checkers.queue.QueueAnalysis`: the plots
 are drawn from it instead of analysing the history a second time), then
 `checkers.timeline.write_timeline` (plots/timeline.html). Returns the problems met; never
@@ -34,13 +35,15 @@ def write_all(run_dir: Path, test: Mapping[str, Any], analysis: Any = None) -> l
     out = run_dir / "plots"
     out.mkdir(exist_ok=True)
     hist = run_dir / "history.jsonl"
+    colors = fault_colors(test.get("options") or {})
     problems: list[str] = []
     try:
-        write_plots(hist, out, analysis=analysis, colors=fault_colors(test.get("options") or {}))
+        write_plots(hist, out, analysis=analysis, colors=colors)
     except Exception as e:  # noqa: BLE001
         problems.append(f"plots: {type(e).__name__}: {e}")
     try:
-        write_timeline(hist, out / "timeline.html", title=f"Timeline: {test.get('run_id') or run_dir.name}")
+        write_timeline(hist, out / "timeline.html", title=f"Timeline: {test.get('run_id') or run_dir.name}",
+                       colors=colors)
     except Exception as e:  # noqa: BLE001
         problems.append(f"timeline: {type(e).__name__}: {e}")
     return problems

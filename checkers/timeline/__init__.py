@@ -30,7 +30,7 @@ import gzip
 import html
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +47,14 @@ TYPES = {"ok": 0, "info": 1, "fail": 2}  # 3: never completed
 
 
 def write_timeline(history_path: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
-                   title: str | None = None, **_ignored: Any) -> Path:
-    """Write the timeline of one history file to `out_path` (see the module docstring)."""
+                   title: str | None = None, colors: Mapping[str, str] | None = None, **_ignored: Any) -> Path:
+    """Write the timeline of one history file to `out_path` (see the module docstring).
+    `colors` (fault kind -> colour) override `checkers.plots.FAULT_COLORS` for the bands."""
     from checkers.queue.reader import EventFile
 
     p = os.fspath(history_path)
     ef = EventFile(p)
-    data = timeline_data(ef, path=p, line_of=ef.line_of)
+    data = timeline_data(ef, path=p, line_of=ef.line_of, colors=colors)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     page = render_html(data, title or f"Timeline: {os.path.basename(p)}")
@@ -64,7 +65,8 @@ def write_timeline(history_path: str | os.PathLike[str], out_path: str | os.Path
 
 
 def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
-                  line_of: Callable[[int], int] | None = None) -> dict[str, Any]:
+                  line_of: Callable[[int], int] | None = None,
+                  colors: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Columnar op data for the page.
 
     Ops in invoke order: `p` process, `f` code into `fs`, `y` outcome (0 ok, 1 info,
@@ -72,7 +74,8 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     the completion (-1: never), `v` value summary. `t` is every event's time in
     microseconds (delta-encoded), `x` every event's `index` when it differs from its row
     (else empty). Nemesis: `n` = [[row, f, summary], ...], `w` = fault windows [[kind,
-    start row, stop row or -1], ...].
+    start row, stop row or -1], ...], `c` = {kind: colour} of those windows' kinds
+    (`checkers.plots.FAULT_COLORS`, overridden by `colors`; kinds without one get a spare colour).
     """
     from harness.errors import InputError
     from harness.history import fault_windows
@@ -145,8 +148,12 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     for w in fault_windows(nem_events):
         windows.append([w.kind, nem_rows.get(id(w.start_event), 0),
                         nem_rows.get(id(w.stop_event), -1) if w.stop_event is not None else -1])
+    from checkers.plots import FAULT_COLORS
+
+    palette = {**FAULT_COLORS, **(colors or {})}
+    band_colors = {w[0]: palette[w[0]] for w in windows if w[0] in palette}
     return {"fs": fs, "p": P, "f": F, "y": Y, "i": deltas, "d": D, "v": V, "t": T,
-            "x": X if index_differs else [], "n": nem, "w": windows, "rows": row + 1}
+            "x": X if index_differs else [], "n": nem, "w": windows, "c": band_colors, "rows": row + 1}
 
 
 def _fill(template: Path, values: dict[str, str]) -> str:

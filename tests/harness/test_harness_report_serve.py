@@ -126,15 +126,16 @@ def test_report_renders_offline_in_chromium(tmp_path):
     assert external_refs(bad.read_text()) == ["https://wrack.invalid/x.png", "missing.png"]
     # file:// loads bypass the network log: no src/href of the report may point outside it
     assert external_refs((run / "report.html").read_text()) == []
-    # the timeline is drawn in the report itself, every time (it was a sandboxed srcdoc iframe,
-    # which Chromium paints in a process of its own: screenshots caught it blank 1 time in 3)
+    # the timeline is drawn in the report itself, every time. It was a sandboxed srcdoc iframe,
+    # which Chromium paints in a process of its own: screenshots caught it blank 1 time in 3,
+    # also with a virtual time budget (which lets the timeline's asynchronous data decoding finish)
     for i in range(3):
         tall = tmp_path / f"tall{i}.png"
-        run_chromium(url, f"--screenshot={tall}", "--window-size=1400,6000")
+        run_chromium(url, f"--screenshot={tall}", "--window-size=1400,6000", "--virtual-time-budget=10000")
         px = Image.open(tall).convert("RGB").getcolors(maxcolors=1 << 22) or []
         ok_boxes = sum(n for n, c in px if c == (0x6D, 0xB6, 0xFE))
         assert ok_boxes > 20_000, f"screenshot {i}: the timeline drew no ok boxes ({ok_boxes} px)"
-    dom = run_chromium(url, "--dump-dom").stdout
+    dom = run_chromium(url, "--dump-dom", "--virtual-time-budget=10000").stdout
     assert 'class="op y0"' in dom and "of 602" in dom  # the timeline's boxes and status line
     assert "PWNED" not in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
     assert "&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in dom

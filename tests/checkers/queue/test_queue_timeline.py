@@ -39,6 +39,8 @@ def test_timeline_data_columns():
     assert d["v"][0] == "x=1@0" and d["v"][2] == "x:0"
     assert d["w"] == [["partition", 0, 7]] and [n[1] for n in d["n"]] == ["start-partition", "stop-partition"]
     assert d["rows"] == len(h.events) and sum(d["t"]) == h.events[-1]["time"] // 1000
+    assert d["c"] == {"partition": "#E9DCA0"}  # the plots' colours for the bands
+    assert timeline_data(h.events, colors={"partition": "#123456"})["c"] == {"partition": "#123456"}
 
 
 def test_timeline_is_self_contained_and_escapes_values(tmp_path):
