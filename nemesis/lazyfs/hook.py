@@ -198,6 +198,7 @@ def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions 
     if hook is None:
         hook = LazyFSHook(opts)
         db.hooks.append(hook)
+    passthrough: set[str] = set()  # nodes the heal switched to pass-through (and no power loss since)
 
     def power_loss(value: Any) -> dict[str, Any]:
         spec, torn = value, False
@@ -214,6 +215,7 @@ def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions 
                                   f"(install_power_loss before db.setup)")
             if status["mode"] != "lazy":
                 hook.ctl(node, "configure", mode="lazy")
+            passthrough.discard(name)
             hook.last_loss.pop(name, None)
             hook.next_loss[name] = {"torn": torn, "seed": seed}
             db.kill(node)
@@ -228,8 +230,11 @@ def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions 
         return {"nodes": names, "torn": torn, "seed": seed, "lost": lost}
 
     def heal() -> None:
+        """Every node not yet healed: sync, pass-through; one `lazyfs-sync` event if any."""
         done, synced = [], {}
         for node in nemesis.cluster.nodes:
+            if node.name in passthrough:
+                continue
             try:
                 ans = hook.ctl(node, "configure", mode="passthrough")
             except LazyFSError as e:
@@ -237,6 +242,7 @@ def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions 
                     continue
                 raise
             done.append(node.name)
+            passthrough.add(node.name)
             synced[node.name] = ans.get("synced_bytes", 0)
         if done:
             nemesis.record("lazyfs-sync", {"nodes": done, "mode": "passthrough", "synced_bytes": synced,
