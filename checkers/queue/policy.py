@@ -13,16 +13,15 @@ in-sync replica has the record, and consumers only ever read committed records.
 | --- | --- | --- |
 | `strict` | nothing | acks=all, min.insync.replicas >= 2, assign-mode consumers, final reads complete |
 | `acks1` | lost-write, unseen, inconsistent-offsets, nonmonotonic-send, int-nonmonotonic-send | acknowledged but uncommitted records are lost: a leader acknowledges before any follower has the record, and a failover truncates what the new leader never had. Those records are never read (lost-write once a later offset was read, unseen otherwise), their offsets are reused by later records (the offset an ack named holds another value), and a producer's next send lands at or below its previous one (also within one op). No consumer read them (they were above the HWM), so consumer-side types stay disallowed |
-| `min-isr1` | the `acks1` types and nonmonotonic-poll | acks=all with min.insync.replicas 1: the ISR may shrink to the leader, which then acknowledges *and commits* alone; if its copy is lost (a power loss, a corrupted or wiped disk), committed records that consumers read are gone too (see `power-loss-unflushed` for what consumers then see) |
-| `power-loss-unflushed` | the `acks1` types and nonmonotonic-poll | replicas that lose power together lose the records still only in their page caches, committed or not: consumers had read some of them; their offsets are reused (inconsistent-offsets, now also between reads), and a consumer positioned past the shortened log is rewound (OFFSET_OUT_OF_RANGE resets it to the earliest offset, KIP-320 truncation detection to the divergence point): nonmonotonic-poll. A rewind goes back, never forward, so poll-skip stays disallowed |
+| `min-isr1` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | acks=all with min.insync.replicas 1: the ISR may shrink to the leader, which then acknowledges *and commits* alone; if its copy is lost (a power loss, a corrupted or wiped disk), committed records that consumers read are gone too (see `power-loss-unflushed` for what consumers then see) |
+| `power-loss-unflushed` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | replicas that lose power together lose the records still only in their page caches, committed or not: consumers had read some of them; their offsets are reused (inconsistent-offsets, now also between reads), and a consumer positioned past the shortened log is rewound (OFFSET_OUT_OF_RANGE resets it to the earliest offset, KIP-320 truncation detection to the divergence point): nonmonotonic-poll, or int-nonmonotonic-poll when the rewind falls inside one poll (a client's poll returns the records of several fetches). A rewind goes back, never forward, so poll-skip stays disallowed |
 | `subscribe` | poll-skip, nonmonotonic-poll | subscribe-mode consumers are rebalanced between polls (Jepsen allows these with `:subscribe`) |
 | `final-read-deadline` | unseen | the final read phase did not run to the end (deadline, or the harness was killed), so acknowledged records may simply not have been polled yet |
 | `txn` | int-send-skip, G0 | Kafka transactions do not isolate writes: sends of concurrent transactions interleave (Jepsen always allows these) |
 | `txn-ww-deps` | int-send-skip, G0, G1c | with `ww_deps` the graph has ww edges, and ww+wr cycles are normal without write isolation (Jepsen's `:ww-deps`) |
 
 Never allowed by any policy: duplicate, G1a, garbage-read, precommitted-read, poll-skip (but
-with subscribe), int-poll-skip, int-nonmonotonic-poll, G1c without ww edges: no loss
-explains them.
+with subscribe), int-poll-skip, G1c without ww edges: no loss explains them.
 """
 
 from __future__ import annotations
@@ -38,8 +37,9 @@ ANOMALY_TYPES: tuple[str, ...] = (
 # acknowledged records above the HWM lost on a leader failover (no consumer saw them)
 _UNCOMMITTED_LOSS = frozenset({"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
                                "int-nonmonotonic-send"})
-# committed records lost as well: consumers had read them and are rewound
-_COMMITTED_LOSS = _UNCOMMITTED_LOSS | {"nonmonotonic-poll"}
+# committed records lost as well: consumers had read them and are rewound (between polls, or
+# inside one poll that returned the records of several fetches)
+_COMMITTED_LOSS = _UNCOMMITTED_LOSS | {"nonmonotonic-poll", "int-nonmonotonic-poll"}
 
 POLICIES: dict[str, frozenset[str]] = {
     "strict": frozenset(),

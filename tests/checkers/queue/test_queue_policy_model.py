@@ -8,7 +8,8 @@ consumers only read below the HWM. Faults:
   its log. Everything below the old HWM survives;
 - power loss of every replica at once: the log keeps a random durable prefix, which may cut
   below the HWM; a consumer positioned beyond the new end is rewound (OFFSET_OUT_OF_RANGE to
-  the earliest offset, or KIP-320 truncation detection to the new end).
+  the earliest offset, or KIP-320 truncation detection to the new end), also in the middle
+  of a poll (a client's poll returns the records of several fetches).
 
 Random schedules (hypothesis) of sends, replication, polls and faults, then a final read
 by a fresh consumer, must give: acks=all without power loss, no anomaly (`strict`); acks=1,
@@ -64,14 +65,24 @@ class Replicated:
                 self.replicate(i)
         self.h.send(p, K, v, o)
 
-    def poll(self, c: int) -> None:
+    def _fetch(self, c: int) -> list[list[int]]:
         if c not in self.pos:
             self.h.assign(c, [K])
             self.pos[c] = 0
-        start = self.pos[c]
-        recs = [[o, self.log[o]] for o in range(start, self.hwm)]
+        recs = [[o, self.log[o]] for o in range(self.pos[c], self.hwm)]
         if recs:
             self.pos[c] = recs[-1][0] + 1
+        return recs
+
+    def poll(self, c: int) -> None:
+        recs = self._fetch(c)
+        self.h.poll(c, {K: recs} if recs else {})
+
+    def poll_across_power_loss(self, c: int, keep: float) -> None:
+        """One poll whose fetches straddle a power loss (the nemesis event lands inside it)."""
+        recs = self._fetch(c)
+        self.power_loss(keep)
+        recs += self._fetch(c)
         self.h.poll(c, {K: recs} if recs else {})
 
     def failover(self, i: int) -> None:
@@ -129,7 +140,9 @@ def test_acks1_failovers_show_only_the_acks1_types(steps):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(STEP, st.tuples(st.just("power-loss"), st.floats(0, 1))), max_size=60),
+@given(st.lists(st.one_of(STEP, st.tuples(st.just("power-loss"), st.floats(0, 1)),
+                          st.tuples(st.just("poll-across-power-loss"), st.integers(10, 12), st.floats(0, 1))),
+                max_size=60),
        st.booleans(), st.integers(0, 2**16))
 def test_power_loss_shows_only_the_unflushed_types(steps, acks_all, seed):
     r = run(Replicated(acks_all=acks_all, rng=random.Random(seed)), steps)
@@ -165,3 +178,17 @@ def test_power_loss_rewinds_a_consumer_which_acks1_does_not_explain():
     assert "nonmonotonic-poll" in r["anomaly_types"]
     assert check(m.h.events, policies=["acks1"])["valid"] is False
     assert check(m.h.events, policies=["power-loss-unflushed"])["valid"] is True
+
+
+def test_a_rewind_inside_one_poll_is_int_nonmonotonic():
+    m = Replicated(acks_all=True, rng=random.Random(3))
+    for _ in range(4):
+        m.send(0)
+    m.poll(10)
+    m.send(0)
+    m.poll_across_power_loss(10, 0.5)  # reads offset 4, then is rewound within the same poll
+    r = run(m, [])
+    assert "int-nonmonotonic-poll" in r["anomaly_types"]
+    assert check(m.h.events, policies=["power-loss-unflushed"])["valid"] is True
+    assert check(m.h.events, policies=["acks1"])["valid"] is False
+
