@@ -215,10 +215,15 @@ class PartitionReplica:
         self.maybe_advance_hwm(now, ev)
 
     def consumer_read(self, offset: int, max_bytes: int) -> FetchPartitionResponse:
-        """A consumer fetch: records below the HWM only."""
+        """A consumer fetch: records below the HWM only.
+
+        As in Kafka, only an offset outside [log start, LEO] is OFFSET_OUT_OF_RANGE; an offset
+        between the HWM and the LEO gets an empty answer. (A new leader's HWM can lag behind
+        the old leader's until its followers fetch: a consumer positioned at the old HWM must
+        wait, not be told its offset is gone, which makes clients reset to the start.)"""
         if self.role != LEADER:
             return self._error(ErrorCode.not_leader_or_follower)
-        if offset > self.high_watermark or offset < self.log.log_start_offset:
+        if offset > self.log.log_end_offset or offset < self.log.log_start_offset:
             return self._error(ErrorCode.offset_out_of_range)
         try:
             records = self.log.read(offset, max_bytes, self.high_watermark) if offset < self.high_watermark else b""

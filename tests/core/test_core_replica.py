@@ -184,4 +184,7 @@ def test_consumers_read_below_the_hwm_only():
     fetch(r, img, 2, 1)
     got = r.consumer_read(0, 1 << 20)
     assert got.high_watermark == 1 and got.records and r.log.read(0, 1 << 20, 1) == got.records
-    assert r.consumer_read(2, 100).error is ErrorCode.offset_out_of_range
+    # between the HWM and the LEO: empty, not out of range (a lagging new leader's HWM)
+    at_leo = r.consumer_read(2, 100)
+    assert at_leo.error is ErrorCode.none and at_leo.records == b"" and at_leo.high_watermark == 1
+    assert r.consumer_read(3, 100).error is ErrorCode.offset_out_of_range  # past the LEO
