@@ -76,10 +76,13 @@ class BrokerSettings:
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_backoff_ms: int = 1000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
     replica_fetch_max_bytes: int = 1048576
     replica_socket_timeout_ms: int = 30000
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     socket_connection_setup_timeout_ms: int = 10000
+    link_timeout_ms: int = 3000
     unclean_leader_election_enable: bool = False
     unclean_recovery_strategy: str = "balanced"
     safeguards_off: frozenset[str] = frozenset()
@@ -302,9 +305,12 @@ _SHELL: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _MS),
     "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", _MS),
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _POS),
+    "retry.backoff.ms": ("retry_backoff_ms", _POS),
+    "retry.backoff.max.ms": ("retry_backoff_max_ms", _POS),
     "replica.socket.timeout.ms": ("replica_socket_timeout_ms", _POS),
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", _POS),
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _POS),
+    "wrack.link.timeout.ms": ("link_timeout_ms", _int(100, 2**31 - 1)),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
     "unclean.recovery.strategy": ("unclean_recovery_strategy", _strategy),
     "wrack.safeguards.off": ("safeguards_off", _safeguards),

@@ -18,9 +18,12 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from broker.config import BrokerSettings, load_settings
 from harness.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
+
+if TYPE_CHECKING:  # broker.config imports kio: see hide_hypothesis
+    from broker.config import BrokerSettings
 
 LOG_FORMAT = "%(asctime)s.%(msecs)03d %(levelname)s [node %(node)s] %(name)s: %(message)s"
 DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -77,7 +80,24 @@ def setup_logging(settings: BrokerSettings) -> logging.Logger:
     return logger
 
 
+def hide_hypothesis() -> None:
+    """Keep kio from registering hypothesis strategies in the broker process.
+
+    kio's phantom types call `hypothesis.strategies.register_type_strategy` for every
+    type at import when hypothesis is importable (kio/static/_phantom.py); its `text()`
+    strategy builds hypothesis's Unicode tables, cached in `.hypothesis/` under the
+    working directory. In a fresh directory (every node of a test) that took 4-7 s of
+    CPU per broker start, 0.4 s even with the cache. The broker never generates test
+    data, so the console entry point makes `import hypothesis` fail before kio is
+    imported (a None entry in sys.modules is the documented way); an in-process caller
+    (tests) that already imported hypothesis keeps it."""
+    if "hypothesis" not in sys.modules:
+        sys.modules["hypothesis"] = None  # type: ignore[assignment]
+
+
 def main(argv: list[str] | None = None) -> int:
+    from broker.config import load_settings
+
     args = build_parser().parse_args(argv)
     if args.config and args.config_file:
         sys.stderr.write("wrack-broker: error: give the config file once (FILE or --config FILE)\n")
@@ -115,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
+    hide_hypothesis()
     sys.exit(main())
 
 

@@ -73,6 +73,13 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_backoff_ms: int = 1000
+    # After a broken link to the controller, registration and metadata fetches are sent
+    # again after retry_backoff_ms, doubling per failure up to retry_backoff_max_ms
+    # (Kafka's retry.backoff.ms / retry.backoff.max.ms, KIP-580; its lifecycle manager
+    # also starts at 100 ms): a broker started before its controller registers ~100 ms
+    # after the controller is up, not a full second later.
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
     request_timeout_ms: int = 30000
     metadata_max_wait_ms: int = 500
     hw_checkpoint_interval_ms: int = 5000
@@ -139,6 +146,7 @@ class Broker:
         self._metadata_cid = -1
         self._metadata_sent = 0
         self._metadata_retry_at = 0
+        self._controller_failures = 0  # consecutive broken links to the controller
         self._fetchers: dict[int, _Fetcher] = {}
         self._parked: list[_Parked] = []
         self._next_isr_check = 0
@@ -186,13 +194,17 @@ class Broker:
     def controller_connection_lost(self, now: int) -> Actions:
         """The shell's connection to the controller broke: the metadata fetch (and a
         registration) in flight will not be answered; send them again after
-        `replica_fetch_backoff_ms` instead of after the request timeout. Heartbeats need
+        `retry_backoff_ms` (doubling per consecutive failure, at most
+        `retry_backoff_max_ms`) instead of after the request timeout. Heartbeats need
         nothing: they go out on their own schedule."""
+        c = self.config
+        delay = min(c.retry_backoff_ms << min(self._controller_failures, 16), c.retry_backoff_max_ms)
+        self._controller_failures += 1
         if self._metadata_cid >= 0:
             self._metadata_cid = -1
-            self._metadata_retry_at = now + self.config.replica_fetch_backoff_ms
+            self._metadata_retry_at = now + delay
         if self.state == STARTING and self._registration_at is not None:
-            self._registration_at = min(self._registration_at, now + self.config.replica_fetch_backoff_ms)
+            self._registration_at = min(self._registration_at, now + delay)
         return Actions()
 
     def handle(self, src: int | str, msg: object, now: int) -> Actions:
@@ -303,6 +315,7 @@ class Broker:
     def _on_registration_response(self, msg: BrokerRegistrationResponse, now: int, acts: Actions) -> None:
         if msg.correlation_id != self._registration_cid or self.state != STARTING:
             return
+        self._controller_failures = 0
         if msg.error is not ErrorCode.none:
             self._registration_at = now + self.config.broker_heartbeat_interval_ms
             return
@@ -358,6 +371,7 @@ class Broker:
         if msg.correlation_id != self._metadata_cid:
             return
         self._metadata_cid = -1
+        self._controller_failures = 0
         touched: dict[TopicPartition, None] = {}
         off = self.image.next_offset
         for rec in msg.records:

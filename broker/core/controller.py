@@ -9,6 +9,7 @@ its place: requests are answered only once their records are committed).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -163,6 +164,13 @@ class Controller:
         self._next_correlation = 1
         self.events: list[UncleanRecoveryEvent] = []
         self._now = 0
+        # Batches: the records one call (handle/tick) commits are one atomic batch, as a
+        # KRaft controller event's records are. A metadata fetch is answered only between
+        # batches and never cut inside one, so no broker ever shows half of a change (a
+        # topic without all its partitions). `_batch_ends` lists the end offsets of this
+        # controller's batches; records loaded from the log have no known boundaries.
+        self._loaded_end = self.quorum.end_offset
+        self._batch_ends: list[int] = []
 
     def start(self, now_ms: int) -> Actions:
         """Become active: every unfenced broker gets a fresh session (as on a KRaft
@@ -186,8 +194,16 @@ class Controller:
     def _commit(self, record: MetadataRecord, acts: Actions) -> int:
         off = self.quorum.append(record)
         self.image.apply(off, record)
-        self._answer_parked(acts, only_ready=True)
         return off
+
+    def _end_batch(self, acts: Actions) -> None:
+        """Close the batch of the current call and answer the fetches it makes ready
+        (before the call's response: a broker learns a change it caused, e.g. its
+        unfencing, before the answer that reports it)."""
+        end = self.quorum.end_offset
+        if end > max(self._loaded_end, self._batch_ends[-1] if self._batch_ends else 0):
+            self._batch_ends.append(end)
+        self._answer_parked(acts, only_ready=True)
 
     def _policy(self, topic: str, replication_factor: int | None = None) -> ElectionPolicy:
         """Election rules of `topic`; min ISR is capped at the replication factor, as the
@@ -247,25 +263,29 @@ class Controller:
         """Process one request (or a GetReplicaLogInfo response) from `src`."""
         self._now = now_ms
         acts = Actions()
+        resp: object = None
         if isinstance(msg, MetadataFetchRequest):
             self._on_metadata_fetch(src, msg, now_ms, acts)  # type: ignore[arg-type]
         elif isinstance(msg, BrokerHeartbeatRequest):
-            acts.send(src, self._on_heartbeat(msg, now_ms, acts))
+            resp = self._on_heartbeat(msg, now_ms, acts)
         elif isinstance(msg, BrokerRegistrationRequest):
-            acts.send(src, self._on_registration(msg, now_ms, acts))
+            resp = self._on_registration(msg, now_ms, acts)
         elif isinstance(msg, AlterPartitionRequest):
-            acts.send(src, self._on_alter_partition(msg, acts))
+            resp = self._on_alter_partition(msg, acts)
         elif isinstance(msg, CreateTopicRequest):
-            acts.send(src, self._on_create_topic(msg, acts))
+            resp = self._on_create_topic(msg, acts)
         elif isinstance(msg, DeleteTopicRequest):
-            acts.send(src, self._on_delete_topic(msg, acts))
+            resp = self._on_delete_topic(msg, acts)
         elif isinstance(msg, ElectLeadersRequest):
-            acts.send(src, self._on_elect_leaders(msg, acts))
+            resp = self._on_elect_leaders(msg, acts)
         elif isinstance(msg, GetReplicaLogInfoResponse):
             self._on_log_info(msg, acts)
         else:
             raise TypeError(f"controller cannot handle {type(msg).__name__}")
         self._maybe_start_recovery(now_ms, acts)
+        self._end_batch(acts)
+        if resp is not None:
+            acts.send(src, resp)
         return acts
 
     def tick(self, now_ms: int) -> Actions:
@@ -275,11 +295,12 @@ class Controller:
         for bid, b in sorted(self.image.brokers.items()):
             if not b.fenced and now_ms - self.last_heartbeat.get(bid, now_ms) > self.config.broker_session_timeout_ms:
                 self._fence(bid, acts)
-        self._answer_parked(acts, only_ready=False, now_ms=now_ms)
         for tp, rnd in list(self._recovery.items()):
             if now_ms >= rnd.deadline:
                 self._finish_recovery(tp, rnd, acts, timed_out=True)
         self._maybe_start_recovery(now_ms, acts)
+        self._end_batch(acts)
+        self._answer_parked(acts, only_ready=False, now_ms=now_ms)
         return acts
 
     def next_deadline(self) -> int | None:
@@ -299,8 +320,23 @@ class Controller:
 
     def _metadata_response(self, req: MetadataFetchRequest) -> MetadataFetchResponse:
         end = self.quorum.committed_offset
-        n = max(0, min(end - req.fetch_offset, self.config.max_metadata_records_per_fetch))
+        stop = self._fetch_end(req.fetch_offset, min(end, req.fetch_offset + self.config.max_metadata_records_per_fetch))
+        n = max(0, stop - req.fetch_offset)
         return MetadataFetchResponse(req.correlation_id, self.quorum.read_from(req.fetch_offset, n), end)
+
+    def _fetch_end(self, start: int, limit: int) -> int:
+        """Where a fetch from `start` capped at `limit` ends: the last batch boundary in
+        (start, limit], else the end of the batch that crosses `limit` (a batch longer
+        than the cap goes whole). Offsets up to `_loaded_end` all count as boundaries."""
+        ends = self._batch_ends
+        if limit <= self._loaded_end or not ends or limit >= ends[-1]:
+            return limit
+        i = bisect.bisect_right(ends, limit)  # ends[i - 1] <= limit < ends[i]
+        if i > 0 and ends[i - 1] > start:
+            return ends[i - 1]
+        if self._loaded_end > start:
+            return self._loaded_end
+        return ends[i]
 
     def _answer_parked(self, acts: Actions, only_ready: bool, now_ms: int = 0) -> None:
         keep = []

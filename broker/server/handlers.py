@@ -411,11 +411,16 @@ class Handlers:
                 topics.append({"error_code": E.leader_not_available, "name": name, "partitions": []})
             else:
                 topics.append({"error_code": E.unknown_topic_or_partition, "name": name, "partitions": []})
+        brokers = self._live_brokers(req.conn.listener)
+        live = [b["node_id"] for b in brokers]
+        # KRaft (KIP-590): clients send admin requests to any broker; name one they can
+        # reach, from the list (librdkafka waits for a controller that is not listed)
+        controller = self.node.node_id if self.node.node_id in live else (live[0] if live else -1)
         req.reply({
             "throttle_time": 0,
-            "brokers": self._live_brokers(req.conn.listener),
+            "brokers": brokers,
             "cluster_id": self.s.cluster_id,
-            "controller_id": self.node.node_id,  # KRaft: clients send admin requests to any broker
+            "controller_id": controller,
             "topics": topics,
             "cluster_authorized_operations": -2147483648,
         })

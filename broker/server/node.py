@@ -62,7 +62,14 @@ from broker.core.messages import (
     ShutdownComplete,
     TopicPartition,
 )
-from broker.core.metadata import MetadataRecord, encode_record, metadata_log_from_lines
+from broker.core.metadata import (
+    BrokerRegistrationChangeRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+    encode_record,
+    metadata_log_from_lines,
+)
 from broker.server.groups import GroupCoordinator
 from broker.server.logstore import open_store
 from broker.server.offsets import OffsetStore
@@ -145,7 +152,8 @@ class Node:
         self.offsets: OffsetStore | None = None
         self.groups: GroupCoordinator | None = None
         self.metadata_file: MetadataFile | None = None
-        self.links = Links(self, settings.node_id, logger.getChild("links"), settings.socket_request_max_bytes)
+        self.links = Links(self, settings.node_id, logger.getChild("links"), settings.socket_request_max_bytes,
+                           settings.link_timeout_ms / 1000)
         self.servers: list[asyncio.base_events.Server] = []
         self.connections: set[Any] = set()
         self._local: deque[tuple[str, int | str, object]] = deque()
@@ -158,6 +166,8 @@ class Node:
         self.admin_waiters: dict[int, asyncio.Future[Any]] = {}
         self.metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._image_offset = -1
+        self._roles: dict[TopicPartition, tuple[str, int, int]] = {}
+        self._broker_state = "STARTING"
         self.shutting_down = False
         self._shutdown_deadline: int | None = None
         self.done: asyncio.Future[int] | None = None
@@ -192,7 +202,7 @@ class Node:
         if s.is_controller:
             self.metadata_file = MetadataFile(Path(s.metadata_log_dir) / METADATA_FILE)
             mlog = self.metadata_file.load()
-            quorum = LocalMetadataQuorum(mlog, on_append=self.metadata_file.append)
+            quorum = LocalMetadataQuorum(mlog, on_append=self._on_metadata_append)
             self.controller = Controller(
                 ControllerConfig(
                     node_id=s.node_id,
@@ -225,6 +235,8 @@ class Node:
                     replica_lag_time_max_ms=s.replica_lag_time_max_ms,
                     replica_fetch_wait_max_ms=s.replica_fetch_wait_max_ms,
                     replica_fetch_backoff_ms=s.replica_fetch_backoff_ms,
+                    retry_backoff_ms=s.retry_backoff_ms,
+                    retry_backoff_max_ms=max(s.retry_backoff_max_ms, s.retry_backoff_ms),
                     request_timeout_ms=s.replica_socket_timeout_ms,
                     hw_checkpoint_interval_ms=s.replica_high_watermark_checkpoint_interval_ms,
                     min_insync_replicas=s.min_insync_replicas,
@@ -288,6 +300,9 @@ class Node:
     def _maybe_serve_clients(self) -> None:
         if self._clients_served or self.broker is None or self.broker.state != RUNNING:
             return
+        me = self.broker.image.brokers.get(self.node_id)
+        if me is None or me.fenced:  # our metadata must list us (Metadata answers name us as the controller)
+            return
         self._clients_served = True
         self.log.info("broker %d is unfenced (broker epoch %d)", self.node_id, self.broker.broker_epoch)
         task = asyncio.get_running_loop().create_task(self._serve(controller_listeners=False))
@@ -297,6 +312,31 @@ class Node:
         self.log.error("cannot serve clients: %s", exc)
         self.exit_code = 254
         self._stop(254)
+
+    def _on_metadata_append(self, offset: int, record: MetadataRecord) -> None:
+        """Persist a controller record; log the ones that tell a fault's story."""
+        assert self.metadata_file is not None
+        self.metadata_file.append(offset, record)
+        if isinstance(record, RegisterBrokerRecord):
+            self.log.info("controller: broker %d registered (broker epoch %d)", record.broker_id, record.broker_epoch)
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            what = [k for k, v in (("fenced", record.fenced is True), ("unfenced", record.fenced is False),
+                                   ("shutting down", record.in_controlled_shutdown is True)) if v]
+            self.log.info("controller: broker %d %s", record.broker_id, ", ".join(what) or "changed")
+        elif isinstance(record, PartitionChangeRecord):
+            r = record.registration
+            self.log.info("controller: %s leader %d epoch %d isr %s elr %s%s", record.tp, r.leader, r.leader_epoch,
+                          list(r.isr), list(r.elr), " RECOVERING" if r.leader_recovery_state else "")
+
+    def _log_roles(self) -> None:
+        """Log this broker's partition role changes (after its metadata moved)."""
+        assert self.broker is not None
+        for tp, r in self.broker.partitions.items():
+            now = (r.role, r.leader_id, r.leader_epoch)
+            if self._roles.get(tp) != now:
+                self._roles[tp] = now
+                self.log.info("%s: %s (leader %d, epoch %d), LEO %d, HWM %d", tp, r.role, r.leader_id, r.leader_epoch,
+                              r.log.log_end_offset, r.high_watermark)
 
     # ------------------------------------------------------------ core calls
     def to_broker(self, src: int | str, msg: object, waiter: Callable[[Any], None] | None = None) -> None:
@@ -353,6 +393,11 @@ class Node:
         if role == BROKER and self.broker is not None and self.broker.image.next_offset != self._image_offset:
             self._image_offset = self.broker.image.next_offset
             self._check_metadata_waiters()
+            self._log_roles()
+        if role == BROKER and self.broker is not None and self.broker.state != self._broker_state:
+            self.log.info("broker state %s -> %s (broker epoch %d)", self._broker_state, self.broker.state,
+                          self.broker.broker_epoch)
+            self._broker_state = self.broker.state
         if role == BROKER and not self._clients_served:
             self._maybe_serve_clients()
         self._schedule_rearm()
@@ -443,7 +488,7 @@ class Node:
         current = self.links.forget(link)
         if not current or self.shutting_down:
             return
-        self.log.debug("%r: lost", link)
+        self.log.info("%r: lost", link)
         if self.broker is None or link.peer_id < 0:
             return
         if link.role == internal.ROLE_BROKER:
@@ -514,7 +559,7 @@ class Node:
         if self.groups is not None:
             ds.append(self.groups.next_deadline())
         ds.append(self._shutdown_deadline)
-        if self.links.outbound:
+        if self.links.outbound or self.links.inbound:
             ds.append(self._next_link_check)
         ds = [d for d in ds if d is not None]
         return min(ds) if ds else None
@@ -558,10 +603,7 @@ class Node:
                     self.groups.tick(now)
             if now >= self._next_link_check:
                 self._next_link_check = now + LINK_CHECK_MS
-                self.links.check_silent(self.s.socket_connection_setup_timeout_ms / 1000, {
-                    internal.ROLE_CONTROLLER: self.s.broker_session_timeout_ms / 1000,
-                    internal.ROLE_BROKER: self.s.replica_socket_timeout_ms / 1000,
-                })
+                self.links.check(self.s.socket_connection_setup_timeout_ms / 1000)
             self._drain()
             if self._shutdown_deadline is not None and now >= self._shutdown_deadline:
                 self._shutdown_deadline = None

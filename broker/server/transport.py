@@ -7,12 +7,24 @@ and the controller on the `controller.quorum.voters` address; replies travel bac
 link the request came in on. `Links` keeps the links of one process and tells its owner
 (`LinkOwner`) about messages and broken links; it never blocks and never raises into the
 event loop: a frame that does not decode closes its link.
+
+Liveness (`Links.check`, once a second): either side of a link sends a PING when it has
+sent nothing for a second, and a link that has heard nothing for the link timeout
+(`wrack.link.timeout.ms`, 3 s) is closed, as is one that did not connect within
+min(`socket.connection.setup.timeout.ms`, link timeout); the next message reconnects.
+Every link socket also gets TCP_USER_TIMEOUT = the link timeout, so the kernel drops a
+connection whose data stays unacknowledged that long, also after the process died: a
+partition's heal never delivers messages queued in TCP retransmission long ago (a dead
+broker's old heartbeat used to renew its session seconds after it was killed), and a
+follower never waits on TCP's backed-off retransmission timer (up to tens of seconds
+after a long partition) before fetching again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from typing import Protocol
 
@@ -20,6 +32,19 @@ from broker.wire import internal
 from broker.wire.frames import FrameError, FrameReader
 
 MAX_QUEUED_BYTES = 64 << 20  # per connecting link; beyond it messages are dropped (the core retries)
+PING_INTERVAL_S = 1.0
+
+
+def set_user_timeout(transport: asyncio.BaseTransport, timeout_s: float) -> None:
+    """TCP_USER_TIMEOUT on the transport's socket (Linux; ignored where missing)."""
+    sock = transport.get_extra_info("socket")
+    opt = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if sock is None or opt is None or timeout_s <= 0:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, opt, int(timeout_s * 1000))
+    except OSError:
+        pass
 
 
 class LinkOwner(Protocol):
@@ -59,7 +84,13 @@ class Link:
         """Queue or write `msg`; False if the link is closed."""
         if self.closed:
             return False
-        data = internal.encode_message(msg)
+        return self._write(internal.encode_message(msg))
+
+    def ping(self) -> None:
+        if not self.closed and self.transport is not None:
+            self._write(internal.PING_FRAME)
+
+    def _write(self, data: bytes) -> bool:
         self.last_send = time.monotonic()
         if self.transport is None:
             if self._queued + len(data) > MAX_QUEUED_BYTES:
@@ -72,6 +103,8 @@ class Link:
 
     def attach(self, transport: asyncio.Transport) -> None:
         self.transport = transport
+        self.opened_at = time.monotonic()  # the link timeout counts from the connection
+        set_user_timeout(transport, self.links.link_timeout)
         if self._queue:
             transport.writelines(self._queue)
             self._queue, self._queued = [], 0
@@ -108,6 +141,8 @@ class Link:
                 if not self.links.owner.on_link_hello(self):
                     self.close()
                     return
+            elif kind == internal.KIND_PING:
+                continue  # heard: last_recv is updated
             elif self.peer_id < 0:
                 self.links.log.warning("%r: message before hello; closing", self)
                 self.close()
@@ -145,8 +180,10 @@ class _OutboundProtocol(asyncio.Protocol):
 class Links:
     """The links of one process, by peer and role."""
 
-    def __init__(self, owner: LinkOwner, node_id: int, log: logging.Logger, max_frame: int) -> None:
+    def __init__(self, owner: LinkOwner, node_id: int, log: logging.Logger, max_frame: int,
+                 link_timeout: float = 3.0) -> None:
         self.owner = owner
+        self.link_timeout = link_timeout  # seconds without hearing from a peer before its link is closed
         self.node_id = node_id
         self.log = log
         self.max_frame = max_frame
@@ -202,25 +239,29 @@ class Links:
             return True
         return False
 
-    def check_silent(self, connect_timeout: float, request_timeout: dict[int, float]) -> None:
-        """Close outbound links that cannot connect within `connect_timeout` seconds, or
-        that got nothing back for `request_timeout[role]` seconds while we were sending
-        (a peer behind a dropping firewall: TCP alone would retry for minutes). Their
-        owner hears `on_link_lost` and the next message reconnects (Kafka's
-        socket.connection.setup.timeout.ms and request timeouts)."""
+    def check(self, connect_timeout: float) -> None:
+        """Once a second: close links that did not connect within min(`connect_timeout`,
+        link timeout) or heard nothing for the link timeout (a dead or partitioned peer:
+        TCP alone would retry for minutes); ping the others that sent nothing for a
+        second. The owner hears `on_link_lost`; the next message reconnects (Kafka's
+        socket.connection.setup.timeout.ms, with a request timeout that keepalives make
+        short)."""
         now = time.monotonic()
-        for link in list(self.outbound.values()):
+        dead_after = self.link_timeout
+        for link in [*self.outbound.values(), *self.inbound.values()]:
             if link.closed:
                 continue
             if link.transport is None:
-                if now - link.opened_at > connect_timeout:
-                    self.log.info("%r: no connection after %.0f s; giving up", link, connect_timeout)
+                if now - link.opened_at > min(connect_timeout, dead_after):
+                    self.log.info("%r: no connection after %.1f s; giving up", link, now - link.opened_at)
                     link.close()
                 continue
             heard = max(link.last_recv, link.opened_at)
-            if link.last_send > heard and now - heard > request_timeout.get(link.role, 30.0):
-                self.log.info("%r: no answer for %.0f s; reconnecting", link, now - heard)
+            if now - heard > dead_after:
+                self.log.info("%r: nothing heard for %.1f s; closing", link, now - heard)
                 link.close()
+            elif now - link.last_send >= PING_INTERVAL_S:
+                link.ping()
 
     def close_all(self) -> None:
         for link in [*self.outbound.values(), *self.inbound.values()]:

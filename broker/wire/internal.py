@@ -8,6 +8,8 @@ body starts with the int16 `INTERNAL_API_KEY` (not a Kafka API key), then a kind
 
     HELLO:   node id (int32), link role (uint8: ROLE_BROKER or ROLE_CONTROLLER)
     MESSAGE: type tag (uint8), then the fields of the message in declaration order
+    PING:    nothing (either side sends one when it has sent nothing for a second; a
+             link that hears nothing for `wrack.link.timeout.ms` is closed)
 
 Field encodings follow the type hints of the dataclasses: int = int64, bool = one byte
 (0/1), str = uint32 length + UTF-8, bytes = uint32 length + raw, ErrorCode = int16,
@@ -33,6 +35,7 @@ from broker.core import metadata as md
 INTERNAL_API_KEY = 0x7A11  # 31249: far from Kafka's API keys
 KIND_HELLO = 0
 KIND_MESSAGE = 1
+KIND_PING = 2
 ROLE_BROKER = 0
 ROLE_CONTROLLER = 1
 PREFIX = INTERNAL_API_KEY.to_bytes(2, "big")
@@ -339,13 +342,17 @@ def encode_hello(node_id: int, role: int) -> bytes:
     return len(body).to_bytes(4, "big") + body
 
 
+PING_FRAME = (3).to_bytes(4, "big") + PREFIX + bytes((KIND_PING,))
+
+
 def is_internal(frame: bytes) -> bool:
     """Whether a frame (without its size) is one of ours rather than a Kafka request."""
     return frame[:2] == PREFIX
 
 
 def decode_frame(frame: bytes) -> tuple[int, Any]:
-    """(KIND_HELLO, (node id, role)) or (KIND_MESSAGE, message); DecodeError otherwise."""
+    """(KIND_HELLO, (node id, role)), (KIND_MESSAGE, message) or (KIND_PING, None);
+    DecodeError otherwise."""
     buf = memoryview(frame)
     if len(buf) < 3 or buf[:2] != PREFIX:
         raise DecodeError("not an inter-node frame")
@@ -358,6 +365,10 @@ def decode_frame(frame: bytes) -> tuple[int, Any]:
         if node_id < 0 or role not in (ROLE_BROKER, ROLE_CONTROLLER):
             raise DecodeError(f"bad hello (node {node_id}, role {role})")
         return KIND_HELLO, (node_id, role)
+    if kind == KIND_PING:
+        if len(buf) != 3:
+            raise DecodeError(f"ping of {len(buf)} bytes")
+        return KIND_PING, None
     if kind != KIND_MESSAGE:
         raise DecodeError(f"unknown frame kind {kind}")
     try:

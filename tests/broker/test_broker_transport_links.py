@@ -96,6 +96,7 @@ def test_messages_flow_both_ways_on_one_link():
 def test_silent_and_unreachable_peers_are_given_up():
     async def main() -> None:
         owner, links = make(1)
+        links.link_timeout = 0.2
         mute = socket.socket()
         mute.bind(("127.0.0.1", 0))
         mute.listen(8)  # accepts (kernel backlog) but never reads or answers
@@ -103,19 +104,52 @@ def test_silent_and_unreachable_peers_are_given_up():
         link = links.connect(2, internal.ROLE_BROKER, "127.0.0.1", port)
         await wait_for(lambda: link.transport is not None)
         link.send(MetadataFetchRequest(1, 1, 0, 100))
-        links.check_silent(10.0, {internal.ROLE_BROKER: 30.0})
+        links.check(10.0)
         assert not link.closed
         await asyncio.sleep(0.3)
-        links.check_silent(10.0, {internal.ROLE_BROKER: 0.2})
+        links.check(10.0)
         assert link.closed and owner.lost == [link]
         # a new message opens a new link
         again = links.connect(2, internal.ROLE_BROKER, "127.0.0.1", port)
         assert again is not link and not again.closed
         # not connected within the setup timeout (here 0 s: checked before the connect ran)
         never = links.connect(3, internal.ROLE_BROKER, "127.0.0.1", port)
-        links.check_silent(0.0, {})
+        links.check(0.0)
         assert never.closed and never in owner.lost
         links.close_all()
         mute.close()
+
+    asyncio.run(main())
+
+
+def test_pings_keep_idle_links_alive_and_set_the_tcp_user_timeout():
+    async def main() -> None:
+        a_owner, a = make(1)
+        b_owner, b = make(2)
+        a.link_timeout = b.link_timeout = 2.5
+        server = await asyncio.get_running_loop().create_server(lambda: Server(b), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        link = a.connect(2, internal.ROLE_BROKER, "127.0.0.1", port)
+        link.send(MetadataFetchRequest(7, 1, 0, 100))
+        await wait_for(lambda: b_owner.messages)
+        sock = link.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 2500
+        back = b.inbound_link(1, internal.ROLE_BROKER)
+        assert back.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 2500
+        for _ in range(4):  # 4 s of idleness, longer than the link timeout: the pings keep both ends alive
+            await asyncio.sleep(1.0)
+            a.check(10.0)
+            b.check(10.0)
+        assert not link.closed and not back.closed and a_owner.lost == [] and b_owner.lost == []
+        assert b_owner.messages == [(1, MetadataFetchRequest(7, 1, 0, 100))]  # pings are not messages
+        # one side stops pinging (its process is stopped): the other closes the link
+        for _ in range(4):
+            await asyncio.sleep(1.0)
+            b.check(10.0)
+        assert back.closed and back in b_owner.lost
+        await wait_for(lambda: a_owner.lost == [link])
+        a.close_all()
+        b.close_all()
+        server.close()
 
     asyncio.run(main())

@@ -198,3 +198,42 @@ def test_min_isr_above_the_replication_factor_is_capped():
     assert k.reg.replicas == (1,) and k.reg.elr == ()
     k.heartbeat(1, want_fence=True)
     assert k.reg.leader == -1 and k.reg.elr == (1,)  # ISR 0 < effective min ISR 1
+
+
+# ---------------------------------------------------------------- metadata batches
+def test_parked_fetch_gets_a_whole_create_topics_batch():
+    """Regression: parked fetches were answered after every record, so a broker's image
+    held a topic without (all) its partitions and Metadata answered it partially."""
+    cl = Cluster()
+    end = cl.c.quorum.end_offset
+    assert cl.c.handle(1, MetadataFetchRequest(50, 1, end, 500), cl.now).sends == []  # parked
+    acts = cl.c.handle("admin", CreateTopicRequest(3, "big", 4, 3), cl.now)
+    fetches = [s.message for s in acts.sends if isinstance(s.message, MetadataFetchResponse)]
+    assert len(fetches) == 1 and len(fetches[0].records) == 5  # TopicRecord + 4 PartitionRecords
+    assert acts.sends[-1].message.error is ErrorCode.none  # the admin answer comes after the fetch
+
+
+def test_fetch_cap_never_cuts_a_batch():
+    c = Controller(ControllerConfig(max_metadata_records_per_fetch=3))
+    c.handle(1, BrokerRegistrationRequest(1, 1, "i1"), 0)  # offset 0
+    c.handle(1, BrokerHeartbeatRequest(2, 1, 0, 0), 0)  # offset 1: unfenced
+    c.handle("admin", CreateTopicRequest(3, "a", 4, 1), 0)  # offsets 2-6 (one batch)
+    c.handle("admin", CreateTopicRequest(4, "b", 1, 1), 0)  # offsets 7-8
+    sizes = []
+    off = 0
+    while off < c.quorum.end_offset:
+        r = reply(c.handle(1, MetadataFetchRequest(9, 1, off, 0), 0))
+        sizes.append(len(r.records))
+        off += len(r.records)
+    assert sizes == [2, 5, 2]  # capped at 3 but the 5-record batch goes whole
+
+
+def test_unfencing_record_reaches_the_broker_before_the_heartbeat_answer():
+    c = Controller(ControllerConfig())
+    epoch = reply(c.handle(1, BrokerRegistrationRequest(1, 1, "i1"), 0)).broker_epoch
+    r = reply(c.handle(1, MetadataFetchRequest(2, 1, 0, 500), 0))
+    assert c.handle(1, MetadataFetchRequest(3, 1, len(r.records), 500), 0).sends == []  # parked
+    acts = c.handle(1, BrokerHeartbeatRequest(4, 1, epoch, len(r.records) - 1), 10)
+    kinds = [type(s.message).__name__ for s in acts.sends]
+    assert kinds == ["MetadataFetchResponse", "BrokerHeartbeatResponse"]
+    assert acts.sends[1].message.is_fenced is False

@@ -47,7 +47,7 @@ def test_a_seed_replays_exactly():
 
 @pytest.mark.parametrize(
     ("off", "seed"),
-    [("elr", 44), ("epoch-truncation", 1), ("clean-election-only", 4)],
+    [("elr", 44), ("epoch-truncation", 0), ("clean-election-only", 4)],
 )
 def test_switching_a_safeguard_off_is_caught(off, seed):
     r = random_run(seed, frozenset({off}))
