@@ -1,5 +1,7 @@
-"""A simulated producer: finds leaders with Metadata, sends one-record batches, and
-reports every acknowledgement (with the batch CRC that identifies the record)."""
+"""Simulated clients. `SimProducer` finds leaders with Metadata, sends one-record
+batches, and reports every acknowledgement (with the batch CRC that identifies the
+record); `SimConsumer` reads one partition from its leader as librdkafka's assign mode
+does and records every rewind (an OFFSET_OUT_OF_RANGE reset)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.core.messages import (
     NO_LEADER,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
     MetadataRequest,
     MetadataResponse,
     ProduceRequest,
@@ -18,7 +23,7 @@ from broker.core.messages import (
     Send,
     TopicPartition,
 )
-from broker.sim.batches import encode_batch, header
+from broker.sim.batches import decode_values, encode_batch, header, split_batches
 
 
 @dataclass
@@ -115,3 +120,72 @@ class SimProducer:
                 self.leaders.pop(o.tp, None)
                 return self.refresh_metadata(now, force=True)
         return []
+
+
+@dataclass
+class SimConsumer:
+    """A simulated consumer of one partition (as librdkafka with assign and
+    auto.offset.reset=earliest): finds the leader with Metadata, long-polls from its
+    position, and on OFFSET_OUT_OF_RANGE resets to offset 0, which it records as a
+    `rewind` (position, when). Leader errors and timeouts refresh the metadata."""
+
+    name: str
+    tp: TopicPartition
+    brokers: list[int]
+    rng: random.Random
+    timeout_ms: int = 5000
+    max_wait_ms: int = 100
+    position: int = 0
+    leader: int = NO_LEADER
+    records: list[tuple[int, bytes]] = field(default_factory=list)  # (offset, value) in read order
+    rewinds: list[tuple[int, int]] = field(default_factory=list)  # (position before, time)
+    errors: dict[str, int] = field(default_factory=dict)
+    _cid: int = 0
+    _inflight: tuple[int, int] | None = None  # (correlation id, sent at)
+    _metadata_cid: int = -1
+
+    def _next(self) -> int:
+        self._cid += 1
+        return self._cid
+
+    def poll(self, now: int) -> list[Send]:
+        """What to send now: a fetch to the leader, or a metadata request."""
+        if self._inflight is not None:
+            if now - self._inflight[1] < self.timeout_ms:
+                return []
+            self._inflight = None  # timed out: ask who leads now
+            self.leader = NO_LEADER
+        if self.leader == NO_LEADER:
+            self._metadata_cid = self._next()
+            self._inflight = (self._metadata_cid, now)
+            return [Send(self.rng.choice(self.brokers), MetadataRequest(self._metadata_cid, (self.tp.topic,)))]
+        cid = self._next()
+        self._inflight = (cid, now)
+        part = FetchPartition(self.tp, -1, self.position, -1)
+        return [Send(self.leader, FetchRequest(cid, -1, -1, (part,), self.max_wait_ms))]
+
+    def handle(self, msg: object, now: int) -> list[Send]:
+        if self._inflight is None or getattr(msg, "correlation_id", None) != self._inflight[0]:
+            return []
+        self._inflight = None
+        if isinstance(msg, MetadataResponse):
+            self.leader = next((p.leader for p in msg.partitions if p.tp == self.tp), NO_LEADER)
+        elif isinstance(msg, FetchResponse):
+            pr = next((p for p in msg.partitions if p.tp == self.tp), None)
+            if pr is None:
+                return []
+            if pr.error is ErrorCode.none:
+                for b in split_batches(pr.records):
+                    base = header(b)[0]
+                    for i, v in enumerate(decode_values(b)):
+                        if base + i >= self.position:
+                            self.records.append((base + i, v))
+                            self.position = base + i + 1
+            else:
+                self.errors[pr.error.name] = self.errors.get(pr.error.name, 0) + 1
+                if pr.error is ErrorCode.offset_out_of_range:
+                    self.rewinds.append((self.position, now))
+                    self.position = 0
+                else:
+                    self.leader = NO_LEADER
+        return self.poll(now)

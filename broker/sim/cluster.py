@@ -26,7 +26,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import MetadataLog
-from broker.sim.clients import Ack, SimProducer
+from broker.sim.clients import Ack, SimConsumer, SimProducer
 from broker.sim.disk import SimDisk
 from broker.sim.invariants import Oracle
 from broker.sim.memlog import InMemoryPartitionLog
@@ -72,7 +72,7 @@ class SimCluster:
         self.brokers = {i: SimNode(i) for i in range(1, s.brokers + 1)}
         self.oracle = Oracle()
         self.acks: list[Ack] = []
-        self.clients: dict[str, SimProducer] = {}
+        self.clients: dict[str, SimProducer | SimConsumer] = {}
         self.admin_responses: list[object] = []
         self.steps = 0
         # scenarios may hold back chosen messages: extra_delay(src, to, msg) -> ms
@@ -290,6 +290,20 @@ class SimCluster:
         if name not in self.clients:
             self.clients[name] = SimProducer(name, sorted(self.brokers), random.Random(self.rng.random()), self._on_ack, max_in_flight)
         return self.clients[name]
+
+    def consumer(self, tp: TopicPartition, name: str = "c0") -> SimConsumer:
+        """A consumer of `tp` that polls on its own from now on (see SimConsumer)."""
+        if name not in self.clients:
+            self.clients[name] = SimConsumer(name, tp, sorted(self.brokers), random.Random(self.rng.random()))
+            self._poll_consumer(name)
+        return self.clients[name]  # type: ignore[return-value]
+
+    def _poll_consumer(self, name: str) -> None:
+        c = self.clients[name]
+        assert isinstance(c, SimConsumer)
+        for s in c.poll(self.now):
+            self.send(name, s.to, s.message)
+        self._push(self.now + 100, "call", lambda: self._poll_consumer(name))
 
     def _on_ack(self, ack: Ack) -> None:
         self.acks.append(ack)

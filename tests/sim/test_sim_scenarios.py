@@ -92,3 +92,16 @@ def test_stale_partition_epoch_alter_partition_is_refused():
     assert lost.steps["stale proposal arrived"].isr == (1, 3)
     assert lost.final_leader == 3 and values(lost.lost) == [b"s1", b"s2", b"s3"]
     assert "leader-candidate-completeness" in lost.violation_names()
+
+
+def test_consumer_is_not_rewound_by_a_new_leader_with_a_lagging_hwm():
+    """Regression (wrack test, acks=1 with the leader isolated; membership changes): a
+    consumer fetch between the new leader's HWM and its LEO was OFFSET_OUT_OF_RANGE, and
+    librdkafka reset the consumer to offset 0. Kafka answers it with no records."""
+    r = sc.consumer_after_failover()
+    assert r.leader_hwm_at_read == 6 and r.new_leader_hwm == 5 and r.position_on_new_leader == 6  # the story happened
+    assert (r.steps["frozen"].leader, r.steps["frozen"].isr) == (r.steps["failover"].leader, (r.steps["failover"].leader,))
+    assert r.rewinds == []
+    assert [o for o, _ in r.reads] == list(range(9))
+    assert [v for _, v in r.reads] == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b5", b"c0", b"c1", b"c2"]
+    assert r.violations == []
