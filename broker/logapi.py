@@ -35,7 +35,9 @@ class PartitionLog(Protocol):
     def append_as_leader(self, batches: bytes, leader_epoch: int) -> tuple[int, int]:
         """Assign offsets from LEO and stamp `leader_epoch` on each batch (fixing CRCs),
         append, and return (first offset, last offset). Records the epoch's start offset
-        in the epoch cache if `leader_epoch` is new. Raises ValueError on a bad batch."""
+        in the epoch cache if `leader_epoch` is new. Raises ValueError on a bad batch
+        (`records.BatchError`, whose `error_code` is the Kafka error to answer), and a
+        STORAGE_ERRORS exception when the storage fails."""
 
     def append_as_follower(self, batches: bytes) -> int:
         """Append batches fetched from the leader as they are (offsets and epochs already
@@ -77,3 +79,14 @@ class PartitionLog(Protocol):
 
 class OffsetOutOfRange(Exception):
     """A read or fetch outside [log_start_offset, LEO]."""
+
+
+class LogStorageError(Exception):
+    """The log's storage failed: an I/O error, or a file that changed under the broker
+    (Kafka's KafkaStorageException). The core answers KAFKA_STORAGE_ERROR for the
+    partition and reports it (`messages.LogFailure`); it never lets it escape a request."""
+
+
+# What the core treats as a storage failure of a log call (the on-disk log raises
+# LogStorageError subclasses; a raw OSError can escape checkpoint writes and file creation).
+STORAGE_ERRORS: tuple[type[BaseException], ...] = (LogStorageError, OSError)

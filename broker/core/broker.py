@@ -37,6 +37,7 @@ from broker.core.messages import (
     FetchResponse,
     GetReplicaLogInfoRequest,
     GetReplicaLogInfoResponse,
+    LogFailure,
     MetadataFetchRequest,
     MetadataFetchResponse,
     MetadataRequest,
@@ -51,7 +52,7 @@ from broker.core.messages import (
 )
 from broker.core.metadata import MetadataImage, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord
 from broker.core.replica import FOLLOWER, LEADER, PartitionReplica, ReplicaEvents, ReplicaSettings
-from broker.logapi import PartitionLog
+from broker.logapi import STORAGE_ERRORS, PartitionLog
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest).
 LATEST_TIMESTAMP = -1
@@ -428,7 +429,14 @@ class Broker:
         self._flush(r, ev, now, acts)
 
     # ------------------------------------------------------------ replica events
+    @staticmethod
+    def _drain_failures(r: PartitionReplica, acts: Actions) -> None:
+        if r.failures:
+            acts.other.extend(LogFailure(r.tp, op, err) for op, err in r.failures)
+            r.failures.clear()
+
     def _flush(self, r: PartitionReplica, ev: ReplicaEvents, now: int, acts: Actions) -> None:
+        self._drain_failures(r, acts)
         for client, resp in ev.produce_responses:
             acts.send(client, resp)
         if ev.alter_partition is not None:
@@ -485,6 +493,7 @@ class Broker:
                     out.append(FetchPartitionResponse(p.tp, ErrorCode.none, r.high_watermark, r.log.log_start_offset))
                     continue
                 resp = r.consumer_read(p.fetch_offset, max(1, min(p.partition_max_bytes, budget)))
+                self._drain_failures(r, acts)
                 out.append(resp)
                 got += len(resp.records)
                 budget -= len(resp.records)
@@ -553,6 +562,7 @@ class Broker:
             sent = f.sent.get(pr.tp)
             if r is not None and sent is not None and r.leader_id == src:
                 r.handle_fetch_response(sent, pr, now, self.config.replica_fetch_backoff_ms)
+                self._drain_failures(r, acts)
         self._send_fetches(now, acts)
 
     # ------------------------------------------------------------ small requests
@@ -588,7 +598,10 @@ class Broker:
         lookup = getattr(log, "offset_for_timestamp", None)
         if timestamp < 0 or lookup is None:
             return ListOffsetResult(ErrorCode.invalid_request if timestamp < 0 else ErrorCode.unsupported_version)
-        found = lookup(timestamp)  # (offset, timestamp, leader_epoch) of the first record at or after it
+        try:
+            found = lookup(timestamp)  # (offset, timestamp, leader_epoch) of the first record at or after it
+        except STORAGE_ERRORS:
+            return ListOffsetResult(ErrorCode.kafka_storage_error)
         if found is None or found.offset >= r.high_watermark:
             return ListOffsetResult(ErrorCode.none)
         return ListOffsetResult(ErrorCode.none, found.offset, found.timestamp, _epoch_at(log, found.offset))

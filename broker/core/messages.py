@@ -340,6 +340,15 @@ class ShutdownComplete:
 
 
 @dataclass(frozen=True, slots=True)
+class LogFailure:
+    """A log call failed in storage (answered KAFKA_STORAGE_ERROR): the shell logs it."""
+
+    tp: TopicPartition
+    operation: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
 class DeletePartitionLog:
     """The partition's topic was deleted: the shell removes the replica's log."""
 

@@ -28,7 +28,7 @@ from broker.core.messages import (
 )
 from broker.core.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
 from broker.core.truncation import find_divergence, truncation_offset
-from broker.logapi import OffsetOutOfRange, PartitionLog
+from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -106,6 +106,10 @@ class PartitionReplica:
         self.pending_alter: PendingAlter | None = None
         self.pending_produce: list[PendingProduce] = []
         self.fetch_backoff_until = 0
+        self.failures: list[tuple[str, str]] = []  # (operation, error) of storage failures, drained by the Broker
+
+    def _failed(self, operation: str, e: BaseException) -> None:
+        self.failures.append((operation, f"{type(e).__name__}: {e}"))
 
     # ------------------------------------------------------------ metadata
     def apply_registration(self, reg: PartitionRegistration, image: MetadataImage, now: int, ev: ReplicaEvents) -> None:
@@ -131,7 +135,10 @@ class PartitionReplica:
             if new_epoch or not was_leader:
                 self.leader_epoch = reg.leader_epoch
                 self.leso = self.log.log_end_offset
-                self.log.assign_epoch_start(reg.leader_epoch, self.leso)
+                try:
+                    self.log.assign_epoch_start(reg.leader_epoch, self.leso)
+                except STORAGE_ERRORS as e:  # the cache is updated in memory; the checkpoint write failed
+                    self._failed("leader epoch checkpoint", e)
                 self.followers = {
                     r: FollowerState(last_caught_up_time=now if r in reg.isr else 0) for r in reg.replicas if r != me
                 }
@@ -195,7 +202,11 @@ class PartitionReplica:
                 return self._error(ErrorCode.none, diverging_epoch=div)
         if p.fetch_offset > leo:
             return self._error(ErrorCode.offset_out_of_range, log_end_offset=leo)
-        records = self.log.read(p.fetch_offset, p.partition_max_bytes) if p.fetch_offset < leo else b""
+        try:
+            records = self.log.read(p.fetch_offset, p.partition_max_bytes) if p.fetch_offset < leo else b""
+        except STORAGE_ERRORS as e:
+            self._failed("read for a follower", e)
+            return self._error(ErrorCode.kafka_storage_error)
         self._update_follower(replica_id, follower, replica_epoch, p.fetch_offset, leo, now, image, ev)
         return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records)
 
@@ -229,6 +240,9 @@ class PartitionReplica:
             records = self.log.read(offset, max_bytes, self.high_watermark) if offset < self.high_watermark else b""
         except OffsetOutOfRange:
             return self._error(ErrorCode.offset_out_of_range)
+        except STORAGE_ERRORS as e:
+            self._failed("read for a consumer", e)
+            return self._error(ErrorCode.kafka_storage_error)
         return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records)
 
     # ------------------------------------------------------------ leader: ISR and HWM
@@ -352,8 +366,12 @@ class PartitionReplica:
             return ProduceResponse(correlation_id, self.tp, ErrorCode.not_enough_replicas)
         try:
             first, last = self.log.append_as_leader(records, self.leader_epoch)
-        except ValueError:
-            return ProduceResponse(correlation_id, self.tp, ErrorCode.corrupt_message)
+        except STORAGE_ERRORS as e:
+            self._failed("append", e)
+            return ProduceResponse(correlation_id, self.tp, ErrorCode.kafka_storage_error)
+        except ValueError as e:  # a bad batch: records.BatchError names the Kafka error
+            code = getattr(e, "error_code", ErrorCode.corrupt_message)
+            return ProduceResponse(correlation_id, self.tp, code if isinstance(code, ErrorCode) else ErrorCode.corrupt_message)
         ev.appended = True
         resp = None
         if acks == -1:
@@ -383,6 +401,16 @@ class PartitionReplica:
         """Follower side of one partition of a fetch response."""
         if self.role != FOLLOWER or sent.current_leader_epoch != self.leader_epoch or sent.fetch_offset != self.log.log_end_offset:
             return  # stale response (the fetch state moved on)
+        try:
+            self._apply_fetched(r, now, backoff_ms)
+        except STORAGE_ERRORS as e:  # the log stays as it is; fetch again after the backoff
+            self._failed("follower append or truncation", e)
+            self.fetch_backoff_until = now + backoff_ms
+        except ValueError as e:  # a batch from the leader that does not validate (CRC, offsets)
+            self._failed("follower append (bad batch from the leader)", e)
+            self.fetch_backoff_until = now + backoff_ms
+
+    def _apply_fetched(self, r: FetchPartitionResponse, now: int, backoff_ms: int) -> None:
         if r.error is ErrorCode.offset_out_of_range:
             if 0 <= r.log_end_offset < self.log.log_end_offset:
                 self.log.truncate_to(r.log_end_offset)

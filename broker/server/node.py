@@ -56,6 +56,7 @@ from broker.core.messages import (
     FetchRequest,
     FetchResponse,
     GetReplicaLogInfoRequest,
+    LogFailure,
     MetadataFetchResponse,
     MetadataResponse,
     OffsetsForLeaderEpochResponse,
@@ -70,6 +71,7 @@ from broker.core.metadata import (
     encode_record,
     metadata_log_from_lines,
 )
+from broker.logapi import STORAGE_ERRORS
 from broker.server.groups import GroupCoordinator
 from broker.server.logstore import open_store
 from broker.server.offsets import OffsetStore
@@ -385,9 +387,14 @@ class Node:
         for o in acts.other:
             if isinstance(o, CheckpointHighWatermarks):
                 if self.store is not None:
-                    self.store.checkpoint_high_watermarks(o.high_watermarks)
+                    try:
+                        self.store.checkpoint_high_watermarks(o.high_watermarks)
+                    except STORAGE_ERRORS as e:  # the next checkpoint tries again
+                        self.log.error("cannot write the high-watermark checkpoint: %s", e)
             elif isinstance(o, DeletePartitionLog):
                 self._delete_log(o.tp)
+            elif isinstance(o, LogFailure):
+                self.log.error("%s: storage failure in %s: %s (answered KAFKA_STORAGE_ERROR)", o.tp, o.operation, o.error)
             elif isinstance(o, ShutdownComplete):
                 self._finish_broker_shutdown(o.broker_epoch, "controlled shutdown complete")
         if role == BROKER and self.broker is not None and self.broker.image.next_offset != self._image_offset:
@@ -596,7 +603,10 @@ class Node:
             if self.store is not None:
                 d = self.store.next_flush_deadline()
                 if d is not None and d <= now:
-                    self.store.flush_due(now)
+                    try:
+                        self.store.flush_due(now)
+                    except STORAGE_ERRORS as e:
+                        self.log.error("scheduled flush failed: %s", e)
             if self.groups is not None:
                 d = self.groups.next_deadline()
                 if d is not None and d <= now:

@@ -374,22 +374,24 @@ class LogManager:
         if ms is not None:
             for tp, since in list(self._dirty_since.items()):
                 if since + ms <= now_ms:
+                    del self._dirty_since[tp]
+                    self._unflushed[tp] = 0
                     log = self._logs.get(tp)
                     if log is not None:
                         log.flush()
-                    del self._dirty_since[tp]
-                    self._unflushed[tp] = 0
+        # the next deadlines move before the writes: a write that fails (disk full) is
+        # retried at the next interval, not in a loop
         if now_ms >= self._next_rp_checkpoint:
-            self._write_recovery_points()
             self._next_rp_checkpoint = now_ms + c.flush_offset_checkpoint_interval_ms
+            self._write_recovery_points()
         if now_ms >= self._next_start_checkpoint:
-            self._write_log_starts()
             self._next_start_checkpoint = now_ms + c.flush_start_offset_checkpoint_interval_ms
+            self._write_log_starts()
         if (c.retention_ms is not None or c.retention_bytes is not None) and now_ms >= self._next_retention:
+            self._next_retention = now_ms + c.retention_check_interval_ms
             wall = self._wall()
             for log in self._logs.values():
                 log.apply_retention(wall)
-            self._next_retention = now_ms + c.retention_check_interval_ms
 
     def flush_all(self) -> None:
         for log in self._logs.values():

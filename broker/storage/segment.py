@@ -17,6 +17,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from broker.logapi import LogStorageError
 from broker.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -39,8 +40,9 @@ def segment_name(base: int) -> str:
     return f"{base:020d}"
 
 
-class StorageError(Exception):
-    """The log on disk is not what the log in memory says (a file changed under us)."""
+class StorageError(LogStorageError):
+    """The log on disk is not what the log in memory says (a file changed under us), or
+    an append or read failed (answered KAFKA_STORAGE_ERROR)."""
 
 
 class StaleIndex(Exception):

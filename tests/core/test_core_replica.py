@@ -188,3 +188,62 @@ def test_consumers_read_below_the_hwm_only():
     at_leo = r.consumer_read(2, 100)
     assert at_leo.error is ErrorCode.none and at_leo.records == b"" and at_leo.high_watermark == 1
     assert r.consumer_read(3, 100).error is ErrorCode.offset_out_of_range  # past the LEO
+
+
+# ---------------------------------------------------------------- storage failures (error codes)
+class FailingLog:
+    """An in-memory log whose chosen calls fail the way the on-disk log does."""
+
+    def __init__(self, fail: dict[str, BaseException]):
+        self._log = log_with([])
+        self.fail = fail
+
+    def __getattr__(self, name):
+        attr = getattr(self._log, name)
+        if name in self.fail and callable(attr):
+            def failing(*a, **k):
+                raise self.fail[name]
+            return failing
+        return attr
+
+
+def test_append_errors_map_to_their_kafka_codes():
+    from broker.records import BatchError
+    from broker.storage import StorageError
+
+    r, _ = leader(log=FailingLog({"append_as_leader": StorageError("x.log: append at byte 0 failed: [Errno 28] No space")}))
+    resp, _ = produce(r, acks=1)
+    assert resp.error is ErrorCode.kafka_storage_error
+    assert r.failures == [("append", "StorageError: x.log: append at byte 0 failed: [Errno 28] No space")]
+    r, _ = leader(log=FailingLog({"append_as_leader": OSError(5, "Input/output error")}))
+    assert produce(r, acks=1)[0].error is ErrorCode.kafka_storage_error
+    r, _ = leader(log=FailingLog({"append_as_leader": BatchError("magic 1", ErrorCode.unsupported_for_message_format)}))
+    assert produce(r, acks=-1)[0].error is ErrorCode.unsupported_for_message_format
+    r, _ = leader(log=FailingLog({"append_as_leader": ValueError("not a batch")}))
+    assert produce(r, acks=-1)[0].error is ErrorCode.corrupt_message
+
+
+def test_read_failures_answer_kafka_storage_error_to_consumers_and_followers():
+    from broker.storage import StorageError
+
+    r, img = leader(log=FailingLog({"read": StorageError("x.log: short read at byte 0")}))
+    produce(r, acks=1)
+    fetch(r, img, 2, 1)
+    fetch(r, img, 3, 1)
+    assert r.high_watermark == 1
+    assert r.consumer_read(0, 1 << 20).error is ErrorCode.kafka_storage_error
+    assert fetch(r, img, 2, 0)[0].error is ErrorCode.kafka_storage_error
+    assert [op for op, _ in r.failures] == ["read for a consumer", "read for a follower"]
+
+
+def test_a_follower_whose_append_fails_backs_off_instead_of_raising():
+    from broker.storage import StorageError
+
+    f = PartitionReplica(TP, FailingLog({"append_as_follower": StorageError("disk gone")}),
+                         ReplicaSettings(2, 30000, 2, sg.ALL_ON), itertools.count(1).__next__)
+    reg = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1)
+    f.apply_registration(reg, image(EPOCHS, reg=reg), 0, ReplicaEvents())
+    sent = f.fetch_partition()
+    f.handle_fetch_response(sent, FetchPartitionResponse(TP, ErrorCode.none, 1, 0, None, encode_batch([b"x"], leader_epoch=0)), 100, 1000)
+    assert f.fetch_backoff_until == 1100 and f.log.log_end_offset == 0
+    assert f.failures and f.failures[0][0] == "follower append or truncation"
