@@ -51,6 +51,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import MetadataImage, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord
+from broker.core.producers import ProducerIdAllocator
 from broker.core.replica import FOLLOWER, LEADER, PartitionReplica, ReplicaEvents, ReplicaSettings
 from broker.logapi import STORAGE_ERRORS, PartitionLog
 
@@ -153,6 +154,7 @@ class Broker:
         self._next_isr_check = 0
         self._next_checkpoint = 0
         self._want_shutdown = False
+        self._producer_ids = ProducerIdAllocator()
 
     def _id(self) -> int:
         self._cid += 1
@@ -424,6 +426,7 @@ class Broker:
                 log.truncate_to(hwm)  # pre-KIP-101: truncate to the checkpointed HW on restart
             settings = ReplicaSettings(self.id, self.config.replica_lag_time_max_ms, min_isr, guards)
             r = self.partitions[tp] = PartitionReplica(tp, log, settings, self._id, hwm)
+            r.load_producer_state()
         ev = ReplicaEvents()
         r.apply_registration(reg, self.image, now, ev)
         self._flush(r, ev, now, acts)
@@ -572,6 +575,12 @@ class Broker:
             return OffsetsForLeaderEpochResponse(msg.correlation_id, msg.tp, ErrorCode.not_leader_or_follower)
         err, eo = r.end_offset_for_epoch(msg.current_leader_epoch, msg.leader_epoch)
         return OffsetsForLeaderEpochResponse(msg.correlation_id, msg.tp, err, eo.epoch, eo.end_offset)
+
+    def init_producer_id(self) -> tuple[ErrorCode, int]:
+        """InitProducerId without a transactional id: a new producer id (epoch 0) that no
+        broker of the cluster ever handed out (see producers.ProducerIdAllocator)."""
+        pid = self._producer_ids.allocate(self.broker_epoch if self.state in (RUNNING, RECOVERY) else -1)
+        return (ErrorCode.none, pid) if pid is not None else (ErrorCode.coordinator_not_available, -1)
 
     def leader_error(self, tp: TopicPartition) -> ErrorCode:
         """Whether this broker leads `tp` now (what a produce with acks=0 would find)."""

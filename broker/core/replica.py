@@ -27,6 +27,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
+from broker.core.producers import ProducerBatch, ProducerStateTable, scan
 from broker.core.truncation import find_divergence, truncation_offset
 from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
 
@@ -107,6 +108,27 @@ class PartitionReplica:
         self.pending_produce: list[PendingProduce] = []
         self.fetch_backoff_until = 0
         self.failures: list[tuple[str, str]] = []  # (operation, error) of storage failures, drained by the Broker
+        self.producers = ProducerStateTable()  # idempotent producers (broker/core/producers.py)
+
+    def load_producer_state(self) -> None:
+        """Rebuild the producer state from the log, from `log.producer_state_start` (the
+        on-disk log's active segment) or the log start, to the LEO."""
+        log = self.log
+        off = max(getattr(log, "producer_state_start", log.log_start_offset), log.log_start_offset)
+        try:
+            while off < log.log_end_offset:
+                batches, end = scan(log.read(off, 1 << 20))
+                for b in batches:
+                    self.producers.record(b)
+                if end <= off:
+                    break
+                off = end
+        except STORAGE_ERRORS as e:  # what was read stays; later producers count as unknown
+            self._failed("producer state rebuild", e)
+
+    def _truncate(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self.producers.truncate(offset)
 
     def _failed(self, operation: str, e: BaseException) -> None:
         self.failures.append((operation, f"{type(e).__name__}: {e}"))
@@ -151,7 +173,7 @@ class PartitionReplica:
             if self.role == LEADER or new_epoch:
                 self._lose_leadership(ev, ErrorCode.not_leader_or_follower)
                 if new_epoch and not self.s.guards.on(sg.EPOCH_TRUNCATION):
-                    self.log.truncate_to(self.high_watermark)  # pre-KIP-101 becomeFollower
+                    self._truncate(self.high_watermark)  # pre-KIP-101 becomeFollower
                 self.fetch_backoff_until = 0
             self.role = FOLLOWER if reg.leader != NO_LEADER else OFFLINE
             self.leader_id = reg.leader
@@ -364,6 +386,15 @@ class PartitionReplica:
             return ProduceResponse(correlation_id, self.tp, ErrorCode.not_leader_or_follower)
         if acks == -1 and not self._effective_isr_ok():
             return ProduceResponse(correlation_id, self.tp, ErrorCode.not_enough_replicas)
+        idempotent, _ = scan(records)
+        for b in idempotent:  # Produce v3+: one batch
+            if b.first_seq < 0 or b.epoch < 0:
+                return ProduceResponse(correlation_id, self.tp, ErrorCode.invalid_record)
+            err, dup = self.producers.check(b.producer_id, b.epoch, b.first_seq, b.last_seq)
+            if err is not ErrorCode.none:
+                return ProduceResponse(correlation_id, self.tp, err)
+            if dup is not None:  # a retry: the first copy's offsets, acknowledged as it would be
+                return self._ack(client, correlation_id, acks, dup.first_offset, dup.last_offset, timeout_ms, now, ev)
         try:
             first, last = self.log.append_as_leader(records, self.leader_epoch)
         except STORAGE_ERRORS as e:
@@ -373,9 +404,20 @@ class PartitionReplica:
             code = getattr(e, "error_code", ErrorCode.corrupt_message)
             return ProduceResponse(correlation_id, self.tp, code if isinstance(code, ErrorCode) else ErrorCode.corrupt_message)
         ev.appended = True
+        for b in idempotent:
+            self.producers.record(ProducerBatch(b.producer_id, b.epoch, b.first_seq, b.last_seq,
+                                                first + (b.first_offset), first + (b.last_offset)))
+        return self._ack(client, correlation_id, acks, first, last, timeout_ms, now, ev)
+
+    def _ack(self, client: int | str, correlation_id: int, acks: int, first: int, last: int, timeout_ms: int, now: int,
+             ev: ReplicaEvents) -> ProduceResponse | None:
+        """Acknowledge records at [first, last]: now (acks 0/1), or once the HWM passes them."""
         resp = None
         if acks == -1:
-            self.pending_produce.append(PendingProduce(client, correlation_id, last + 1, first, now + timeout_ms))
+            if self.high_watermark > last:
+                resp = ProduceResponse(correlation_id, self.tp, ErrorCode.none, first)
+            else:
+                self.pending_produce.append(PendingProduce(client, correlation_id, last + 1, first, now + timeout_ms))
         else:
             resp = ProduceResponse(correlation_id, self.tp, ErrorCode.none, first)
         self.maybe_advance_hwm(now, ev)
@@ -413,7 +455,7 @@ class PartitionReplica:
     def _apply_fetched(self, r: FetchPartitionResponse, now: int, backoff_ms: int) -> None:
         if r.error is ErrorCode.offset_out_of_range:
             if 0 <= r.log_end_offset < self.log.log_end_offset:
-                self.log.truncate_to(r.log_end_offset)
+                self._truncate(r.log_end_offset)
                 self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
             else:
                 self.fetch_backoff_until = now + backoff_ms
@@ -423,11 +465,12 @@ class PartitionReplica:
             return
         if r.diverging_epoch is not None:  # KAFKA-14704: truncate, ignore records and HWM
             offset, _final = truncation_offset(self.log, r.diverging_epoch)
-            self.log.truncate_to(offset)
+            self._truncate(offset)
             self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
             return
         if r.records:
             self.log.append_as_follower(r.records)
+            self.producers.record_all(r.records)
         self.high_watermark = min(r.high_watermark, self.log.log_end_offset)
 
     def end_offset_for_epoch(self, current_leader_epoch: int, epoch: int) -> tuple[ErrorCode, EpochEndOffset]:

@@ -132,6 +132,7 @@ class Handlers:
             k.API_VERSIONS: self.api_versions,
             k.CREATE_TOPICS: self.create_topics,
             k.DELETE_TOPICS: self.delete_topics,
+            k.INIT_PRODUCER_ID: self.init_producer_id,
             k.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             k.DESCRIBE_CONFIGS: self.describe_configs,
             k.JOIN_GROUP: self.join_group,
@@ -589,6 +590,21 @@ class Handlers:
         out = [{"name": name, "topic_id": tid or image.topic_ids.get(name or ""), **results[i]}
                for i, (name, tid) in enumerate(wanted)]
         req.reply({"throttle_time": 0, "responses": out})
+
+    # ------------------------------------------------------------ InitProducerId
+    def init_producer_id(self, req: Req, body: Any) -> None:
+        """Idempotent producers: a fresh producer id with epoch 0 (Kafka gives a producer
+        without a transactional id a new id every time, whatever id and epoch it sends).
+        Transactions are not supported: a transactional id is refused as Produce refuses
+        transactional batches."""
+        broker = self.node.broker
+        assert broker is not None
+        if body.transactional_id is not None:
+            req.reply({"throttle_time": 0, "error_code": E.transactional_id_authorization_failed,
+                       "producer_id": -1, "producer_epoch": -1})
+            return
+        err, pid = broker.init_producer_id()
+        req.reply({"throttle_time": 0, "error_code": err, "producer_id": pid, "producer_epoch": 0 if pid >= 0 else -1})
 
     # ------------------------------------------------------------ OffsetsForLeaderEpoch
     def offset_for_leader_epoch(self, req: Req, body: Any) -> None:

@@ -189,3 +189,16 @@ class SimConsumer:
                 else:
                     self.leader = NO_LEADER
         return self.poll(now)
+
+
+@dataclass
+class SimRecorder:
+    """A client that a scenario drives by hand: it sends what the scenario sends and
+    keeps every answer (time, message)."""
+
+    name: str
+    received: list[tuple[int, object]] = field(default_factory=list)
+
+    def handle(self, msg: object, now: int) -> list[Send]:
+        self.received.append((now, msg))
+        return []

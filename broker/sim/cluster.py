@@ -26,7 +26,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import MetadataLog
-from broker.sim.clients import Ack, SimConsumer, SimProducer
+from broker.sim.clients import Ack, SimConsumer, SimProducer, SimRecorder
 from broker.sim.disk import SimDisk
 from broker.sim.invariants import Oracle
 from broker.sim.memlog import InMemoryPartitionLog
@@ -72,7 +72,7 @@ class SimCluster:
         self.brokers = {i: SimNode(i) for i in range(1, s.brokers + 1)}
         self.oracle = Oracle()
         self.acks: list[Ack] = []
-        self.clients: dict[str, SimProducer | SimConsumer] = {}
+        self.clients: dict[str, SimProducer | SimConsumer | SimRecorder] = {}
         self.admin_responses: list[object] = []
         self.steps = 0
         # scenarios may hold back chosen messages: extra_delay(src, to, msg) -> ms
@@ -296,6 +296,12 @@ class SimCluster:
         if name not in self.clients:
             self.clients[name] = SimConsumer(name, tp, sorted(self.brokers), random.Random(self.rng.random()))
             self._poll_consumer(name)
+        return self.clients[name]  # type: ignore[return-value]
+
+    def recorder(self, name: str) -> SimRecorder:
+        """A hand-driven client (see SimRecorder); send with `send(name, to, message)`."""
+        if name not in self.clients:
+            self.clients[name] = SimRecorder(name)
         return self.clients[name]  # type: ignore[return-value]
 
     def _poll_consumer(self, name: str) -> None:

@@ -421,3 +421,59 @@ def consumer_after_failover(seed: int = 9) -> ConsumerScenarioResult:
     c.run_for(1000)
     return ConsumerScenarioResult(cons.records, cons.rewinds, [a for a in c.acks if a.acks == -1],
                                   list(c.oracle.violations), steps, leader_hwm, new_hwm, position)
+
+
+@dataclass
+class IdempotentScenarioResult:
+    """An idempotent producer's batch acknowledged by a leader that died before its
+    answer arrived, then retried (same producer id, epoch and sequence) at the new
+    leader: the answers and the values in the new leader's log."""
+
+    first_answer: object | None
+    retry_answer: object | None
+    values: list[bytes]
+    violations: list[Violation]
+    steps: dict[str, PartitionRegistration] = field(default_factory=dict)
+
+
+def idempotent_retry_across_failover(seed: int = 10) -> IdempotentScenarioResult:
+    """KIP-98 across a failover: followers keep the producer state of what they
+    replicate, so a retry that reaches the new leader is recognised (answered with the
+    first copy's offset) instead of being appended a second time."""
+    from broker.core.messages import ProduceRequest, ProduceResponse
+    from broker.records import encode_batch as encode
+
+    c = _cluster(seed, frozenset())
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
+    reg = c.registration(TP)
+    old = reg.leader
+    steps = {"created": reg}
+    broker = c.brokers[old].broker
+    assert broker is not None
+    err, pid = broker.init_producer_id()
+    _must(err.name == "none" and pid >= 0, "a producer id")
+    client = c.recorder("idem")
+
+    def batch(seq: int) -> bytes:
+        return encode([f"s{seq}".encode()], producer_id=pid, producer_epoch=0, base_sequence=seq)
+
+    def answer(cid: int) -> ProduceResponse | None:
+        return next((m for _, m in client.received if isinstance(m, ProduceResponse) and m.correlation_id == cid), None)
+
+    for seq in range(3):
+        c.send("idem", old, ProduceRequest(seq + 1, TP, -1, batch(seq)))
+        _must(c.run_until_true(lambda seq=seq: answer(seq + 1) is not None, 5000), f"s{seq} acknowledged")
+    # s3: appended and replicated, but its answer never reaches the producer
+    c.extra_delay = lambda src, to, msg: 60000 if to == "idem" and isinstance(msg, ProduceResponse) else 0
+    c.send("idem", old, ProduceRequest(10, TP, -1, batch(3)))
+    _must(c.run_until_true(lambda: c.hwm(old, TP) == 4, 5000), "s3 committed")
+    c.controlled_shutdown(old)
+    _must(c.run_until_true(lambda: c.leader(TP) not in (old, -1), 5000), "a new leader")
+    new = c.leader(TP)
+    steps["failover"] = c.registration(TP)
+    c.extra_delay = None
+    c.run_for(500)
+    c.send("idem", new, ProduceRequest(11, TP, -1, batch(3)))  # the producer's retry
+    _must(c.run_until_true(lambda: answer(11) is not None, 5000), "the retry answered")
+    c.run_for(1000)
+    return IdempotentScenarioResult(answer(10), answer(11), c.values(new, TP), list(c.oracle.violations), steps)

@@ -571,6 +571,14 @@ class SegmentedLog:
             self.logger.info(f"{partition_dir_name(self.tp)}: retention deleted {len(deleted)} segment(s); log start offset now {self._start}")
         return deleted
 
+    @property
+    def producer_state_start(self) -> int:
+        """Where the core's producer-state rebuild starts reading (the active segment's
+        base offset: what Kafka scans after its last producer snapshot, taken at a roll;
+        this engine keeps no snapshots, so producers last seen in older segments are
+        unknown after a restart and any sequence of theirs is accepted, KIP-360)."""
+        return max(self._segments[-1].base, self._start)
+
     def segment_files(self) -> list[tuple[int, str, int]]:
         """(base offset, .log path, size) of each segment, oldest first."""
         return [(s.base, s.log_path, s.size) for s in self._segments]

@@ -70,6 +70,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
+    INIT_PRODUCER_ID: (0, 4),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
     DESCRIBE_CONFIGS: (1, 4),
 }

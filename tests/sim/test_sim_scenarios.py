@@ -105,3 +105,15 @@ def test_consumer_is_not_rewound_by_a_new_leader_with_a_lagging_hwm():
     assert [o for o, _ in r.reads] == list(range(9))
     assert [v for _, v in r.reads] == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b5", b"c0", b"c1", b"c2"]
     assert r.violations == []
+
+
+def test_an_idempotent_retry_at_a_new_leader_is_not_appended_twice():
+    """KIP-98 across a failover: the retry of a batch the old leader committed (but whose
+    answer was lost) reaches the new leader, which knows the producer's sequences from
+    replication and answers with the first copy's offset."""
+    r = sc.idempotent_retry_across_failover()
+    assert r.first_answer is None  # the producer never heard of the first copy
+    assert r.retry_answer is not None and r.retry_answer.error.name == "none" and r.retry_answer.base_offset == 3
+    assert r.values == [b"s0", b"s1", b"s2", b"s3"]
+    assert r.steps["failover"].leader != r.steps["created"].leader
+    assert r.violations == []
