@@ -116,3 +116,27 @@ def test_sigterm_writes_the_marker_sigkill_leaves_none_and_logs_have_timestamps(
         file_log = (Path(b.data_dir) / "wrack-broker.log").read_text()
         assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} INFO \[node 0\]", file_log, re.M)
         assert "SIGTERM: shutting down" in file_log
+
+
+def test_the_broker_process_builds_no_hypothesis_strategies(tmp_path):
+    """Regression (start-up took ~7 s per broker on a fresh node): importing kio made
+    hypothesis build its Unicode tables, cached in `.hypothesis/` in the working
+    directory (4-7 s of CPU in a fresh one). The console entry point hides hypothesis."""
+    code = ("import sys; from broker.main import hide_hypothesis; hide_hypothesis(); "
+            "import broker.server.node, broker.server.handlers; print(sys.modules.get('hypothesis'))")
+    out = subprocess.run([BROKER.replace("wrack-broker", "python"), "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "None", out.stderr
+    with BrokerFleet() as fleet:
+        b = fleet.single()
+        b.props["wrack.log.file"] = ""
+        p = subprocess.Popen([BROKER, *[f"--override={k}={v}" for k, v in b.props.items()]], cwd=tmp_path,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            from broker_procs import wait_port
+
+            wait_port(b.host, b.port, 30, p)
+        finally:
+            p.kill()
+            p.wait(10)
+    assert not (tmp_path / ".hypothesis").exists()

@@ -173,3 +173,27 @@ def test_a_restarted_combined_node_registers_at_once_after_expire_session():
     ctl.expire_session(0, 1000)
     resp = ctl.handle(0, BrokerRegistrationRequest(3, 0, "new"), 1000).sends[-1].message
     assert resp.error is ErrorCode.none and ctl.image.brokers[0].incarnation_id == "new"
+
+
+def test_registration_retries_from_100_ms_doubling_to_the_max_after_broken_controller_links():
+    """Regression (start-up): a broker started before its controller retried the
+    registration a full replica.fetch.backoff.ms (1 s) after each refused connection."""
+    from broker.core.broker import Broker, BrokerConfig
+    from broker.core.messages import BrokerRegistrationResponse
+
+    b = Broker(BrokerConfig(node_id=1, controller_id=0), lambda tp: None, "inc")  # type: ignore[arg-type,return-value]
+    now = 0
+    assert any(isinstance(s.message, BrokerRegistrationRequest) for s in b.start(now).sends)
+    delays = []
+    for _ in range(6):
+        b.controller_connection_lost(now)
+        at = b.next_deadline()
+        delays.append(at - now)
+        now = at
+        sends = b.tick(now).sends
+        assert [type(s.message) for s in sends] == [BrokerRegistrationRequest]
+    assert delays == [100, 200, 400, 800, 1000, 1000]
+    cid = sends[0].message.correlation_id
+    b.handle(0, BrokerRegistrationResponse(cid, ErrorCode.none, 7), now)
+    b.controller_connection_lost(now)  # a success resets the backoff
+    assert b._metadata_retry_at - now == 100
