@@ -118,7 +118,7 @@ def fault_stats(spark: Any, out: str, runs: list[dict[str, Any]]) -> dict[str, A
     ops1 = stats.op_level(store.spark_read(spark, out, "ops")).where(
         ~F.col("f").isin(*stats.IGNORED_FOR_AVAILABILITY))
     faults = store.spark_read(spark, out, "faults")
-    wins = stats.windows(faults, ops1)
+    wins = stats.windows(faults)
     cfg = spark.createDataFrame([(r["run_id"], r["config"]) for r in runs], "run_id string, config string")
     marked = stats.with_inside(ops1, wins).join(F.broadcast(cfg), "run_id")
     by_kind = stats.in_windows(ops1, wins).select("run_id", "op", "f", "type", "latency", "w_kind")

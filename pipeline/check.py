@@ -30,7 +30,7 @@ from pipeline.schemas import spark_schema, verdict_str
 QUEUE_FS = ("send", "poll", "txn")
 ROWS_PER_PARTITION = 1_000_000
 # Below this many micro-op rows, compiling generated code costs more than it saves.
-INTERPRETED_BELOW = 2_000_000
+INTERPRETED_BELOW = 200_000
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 UNSEEN_VALUES_SHOWN = 32  # checkers.queue.analysis.VALUES_SHOWN
 
@@ -143,7 +143,10 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
     keep: list[DataFrame] = []
     if queue_ids:
         qops = _only(ops, queue_ids, not lin_ids and everything)
-        m = queue_checks.micro_ops(qops, partitions).persist()
+        run_keys = {r: runs[r].get("keys") for r in queue_ids}
+        keys = spark.createDataFrame(timed("key map", lambda: queue_checks.keymap(run_keys, qops)),
+                                     "rid int, rk int, run_id string, key string")
+        m = queue_checks.micro_ops(qops, keys, partitions).persist()
         keep.append(m)
         s.partitions = partitions
         s.rows = timed("read and shuffle micro-ops", m.count)
@@ -157,7 +160,7 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
             timed(f"stage {name}", df.count)
             return df
 
-        anomalies = queue_checks.queue_anomalies(m, partitions, stage=stage)
+        anomalies = queue_checks.queue_anomalies(m, keys, partitions, stage=stage)
         rows = (anomalies.join(F.broadcast(allowed_df), "run_id")
                 .withColumn("allowed", F.array_contains("allowed", F.col("type")))
                 .withColumn("source", F.lit("pipeline")).withColumn("check_id", F.lit(cid)))
@@ -244,4 +247,4 @@ def _collect(spark: Any, out: str, cid: str, max_examples: int
 def _stats(spark: Any, out: str, ops: DataFrame, todo: list[str], everything: bool) -> dict[str, dict[str, Any]]:
     ops1 = stats.op_level(ops)
     faults = _only(store.spark_read(spark, out, "faults"), todo, everything)
-    return stats.run_stats(ops1, stats.windows(faults, ops1))
+    return stats.run_stats(ops1, stats.windows(faults))

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness.errors import InputError
 from harness.history import NEMESIS, TYPES, fault_windows, loads, validate_event
@@ -48,6 +49,7 @@ class HistoryStats:
     dropped_lines: int = 0
     faults: list[dict[str, Any]] = field(default_factory=list)
     times: dict[int, int] = field(default_factory=dict)
+    keys: set[str] = field(default_factory=set)
 
 
 OP_LEVEL = ("process", "f", "type", "index", "time", "ret_index", "ret_time", "error", "raw")
@@ -71,6 +73,8 @@ class _Cols:
         self.sparse: dict[str, dict[int, Any]] = {c: {} for c in SPARSE}
         self.op_pos: list[int] = []
         self.n = 0
+        if not hasattr(self, "keys"):
+            self.keys: set[str] = set()  # keys of micro-ops, over every batch
 
     def batch(self) -> pa.RecordBatch:
         take = pa.array(self.op_pos, type=pa.int32())
@@ -85,6 +89,8 @@ class _Cols:
                 vals[i] = v
             arrays[c] = pa.array(vals, type=OPS.field(c).type)
         b = pa.RecordBatch.from_arrays([arrays[c] for c in OPS.names], schema=OPS)
+        keyed = pc.and_(pc.is_valid(arrays["mop"]), pc.is_valid(arrays["key"]))
+        self.keys.update(pc.unique(pc.filter(arrays["key"], keyed)).to_pylist())
         self.__init__(self.run_id)  # type: ignore[misc]
         return b
 
@@ -316,6 +322,7 @@ def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = 
         stats.ops += 1
     if cols.n:
         yield cols.batch()
+    stats.keys = cols.keys
     for w in fault_windows(nemesis):
         stats.faults.append({
             "run_id": run_id, "kind": w.kind, "f_start": w.start_event.get("f"),
@@ -412,6 +419,7 @@ def runs_row(run_id: str, path: str, test: Any, results: Any, stats: HistoryStat
         "anomaly_counts": _counts(results) if results else None,
         "allowed": [str(t) for t in results.get("allowed") or []] if results else None,
         "history_bytes": stats.bytes, "events": stats.events, "ops": stats.ops, "op_rows": stats.op_rows,
+        "keys": sorted(stats.keys),
         "nemesis_events": stats.nemesis_events,
         "history_span_s": ((stats.last_time - stats.first_time) / 1e9
                            if stats.first_time is not None and stats.last_time is not None else None),

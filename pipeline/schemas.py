@@ -4,8 +4,8 @@ A pipeline directory holds one Parquet dataset per table (`DIR/<table>/*.parquet
 
 - `runs`: one row per ingested run: every known test option as a typed column (the
   full option map stays in `options_json`), the harness's verdict and anomaly counts from
-  results.json, durations, versions, and how the history was read (`damaged`, `damage`,
-  `dropped_lines`). A run is ingested iff it has a row here (written last: the commit).
+  results.json, durations, versions, the keys its Kafka micro-ops touch, and how the
+  history was read (`damaged`, `damage`, `dropped_lines`). A run is ingested iff it has a row here (written last: the commit).
 - `ops`: one row per micro-op of each client operation (an invoke paired with its
   completion): a send, one message a poll returned, one key of an assign/subscribe.
   Operations without micro-ops (crash, empty or failed polls, register ops) get one row
@@ -82,6 +82,7 @@ RUNS = pa.schema([
     pa.field("events", pa.int64()),
     pa.field("ops", pa.int64()),
     pa.field("op_rows", pa.int64()),
+    pa.field("keys", pa.list_(pa.string())),
     pa.field("nemesis_events", pa.int64()),
     pa.field("history_span_s", pa.float64()),
     pa.field("damaged", pa.bool_()),

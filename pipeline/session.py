@@ -59,6 +59,10 @@ def base_conf(master: str, progress: bool) -> dict[str, str]:
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
         # Joins on (run, key, value) reuse the (run, key) partitioning of their inputs.
         "spark.sql.requireAllClusterKeysForCoPartition": "false",
+        # ... and hash them (the inputs are partitioned alike already): no sort of either side.
+        "spark.sql.join.preferSortMergeJoin": "false",
+        # Cached micro-ops: plain columns decode faster than compressed ones (memory is ample).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.pyspark.python": sys.executable,

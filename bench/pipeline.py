@@ -1,0 +1,178 @@
+"""Benchmark of the Spark pipeline: ingest and check of a synthetic campaign, local[1] vs local[2].
+
+    .venv/bin/python bench/pipeline.py                  # 200 runs, 10,000,000 ops (the issue's size)
+    .venv/bin/python bench/pipeline.py --ops 1000000 --runs 40   # a quicker rerun
+    .venv/bin/python bench/pipeline.py --data /tmp/camp --keep    # keep (and reuse) the generated runs
+
+Generates the campaign with pipeline.synth (correct simulated Kafka queue histories, one
+lost write planted in most acks=1 / min-ISR-1 / safeguard-off runs), then for each master
+runs, in a fresh process (its own JVM), `ingest` into a new pipeline directory and
+`check` of every run, and prints wall times, the phases of each (where the time goes)
+and the load average before and after. Then the single-process queue checker
+(checkers.queue.check_file) over the same history files, in one process and in one
+process per core. Targets (issue 8): check on local[2] at least 1.6x faster than on
+local[1]; the whole campaign checked in under 5 minutes on a 2-core machine. Figures
+are only comparable on a quiet machine: the load average is printed beside each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def generate(data: Path, runs: int, ops: int, seed: int) -> dict[str, Any]:
+    from pipeline import synth
+
+    manifest = data / "manifest.json"
+    want = {"runs": runs, "ops": ops, "seed": seed, "synth": 2}
+    if manifest.is_file() and json.loads(manifest.read_text()).get("params") == want:
+        m = json.loads(manifest.read_text())
+        print(f"reusing {m['runs']} runs, {m['ops']:,} ops, {m['events']:,} events in {data}")
+        return m
+    shutil.rmtree(data / "results", ignore_errors=True)
+    t0 = time.perf_counter()
+    written = synth.write_campaign(data / "results", runs=runs, total_ops=ops, seed=seed, plant_unsafe=0.5,
+                                   keys=8, concurrency=10, workers=os.cpu_count() or 2)
+    m = {"params": want, "runs": len(written), "ops": sum(r.ops for r in written),
+         "events": sum(r.events for r in written),
+         "bytes": sum((r.path / "history.jsonl").stat().st_size for r in written),
+         "seconds": round(time.perf_counter() - t0, 1)}
+    manifest.write_text(json.dumps(m))
+    print(f"generated {m['runs']} runs, {m['ops']:,} ops, {m['events']:,} events, "
+          f"{m['bytes'] / 1e9:.2f} GB of history in {m['seconds']} s")
+    return m
+
+
+def spark_job(master: str, results: str, out: str) -> dict[str, Any]:
+    """In a fresh process: ingest then check on `master`; returns the figures."""
+    from pipeline.check import check
+    from pipeline.ingest import ingest
+    from pipeline.session import session
+
+    res: dict[str, Any] = {"master": master}
+    t0 = time.perf_counter()
+    with session(master, progress=False) as spark:
+        res["session_s"] = round(time.perf_counter() - t0, 2)
+        res["load_before"] = loadavg()
+        s = ingest(spark, [results], out)
+        res["ingest"] = s.to_json() | {"damaged": len(s.damaged)}
+        res["load_mid"] = loadavg()
+        t1 = time.perf_counter()
+        c = check(spark, out)
+        res["check_s"] = round(time.perf_counter() - t1, 2)
+        res["check_timings"] = c.timings
+        res["check_rows"] = c.rows
+        res["partitions"] = c.partitions
+        res["invalid_runs"] = sum(r.get("valid") is False for r in c.results.values())
+        res["load_after"] = loadavg()
+    return res
+
+
+def _single(path: str) -> tuple[float, int]:
+    import checkers.queue as cq
+
+    t0 = time.perf_counter()
+    r = cq.check_file(path, max_examples=32)
+    return time.perf_counter() - t0, sum(r["anomaly_counts"].values())
+
+
+def single_process(results: Path, workers: int) -> dict[str, Any]:
+    files = sorted(str(p) for p in results.rglob("history.jsonl"))
+    load = loadavg()
+    t0 = time.perf_counter()
+    if workers == 1:
+        out = [_single(f) for f in files]
+    else:
+        with ProcessPoolExecutor(workers) as ex:
+            out = list(ex.map(_single, files))
+    return {"workers": workers, "wall_s": round(time.perf_counter() - t0, 2),
+            "cpu_s": round(sum(t for t, _ in out), 2), "anomalies": sum(n for _, n in out),
+            "load_before": load, "load_after": loadavg()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", type=int, default=10_000_000, help="client ops in the whole campaign")
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", default=None, help="where the runs go (default: a temp dir, removed)")
+    ap.add_argument("--keep", action="store_true", help="keep --data (and reuse it next time)")
+    ap.add_argument("--masters", default="local[1],local[2]")
+    ap.add_argument("--no-single", action="store_true", help="skip the single-process checker")
+    ap.add_argument("--job", nargs=3, metavar=("MASTER", "RESULTS", "OUT"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.job:
+        print(json.dumps(spark_job(*a.job)))
+        return 0
+    data = Path(a.data) if a.data else Path(tempfile.mkdtemp(prefix="wrack-bench-pipeline-"))
+    data.mkdir(parents=True, exist_ok=True)
+    print(f"bench/pipeline: {a.runs} runs, {a.ops:,} ops; cores {os.cpu_count()}; load average {loadavg()}")
+    try:
+        gen = generate(data, a.runs, a.ops, a.seed)
+        figures: dict[str, Any] = {"campaign": gen, "spark": []}
+        for master in a.masters.split(","):
+            out = data / f"pq-{master.replace('[', '').replace(']', '').replace('*', 'all')}"
+            shutil.rmtree(out, ignore_errors=True)
+            t0 = time.perf_counter()
+            p = subprocess.run([sys.executable, __file__, "--job", master, str(data / "results"), str(out)],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                print(p.stderr[-4000:], file=sys.stderr)
+                return 1
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            r["process_s"] = round(time.perf_counter() - t0, 1)
+            figures["spark"].append(r)
+            ing = r["ingest"]
+            print(f"\n{master}: session start {r['session_s']} s")
+            print(f"  ingest {ing['seconds']:.1f} s ({ing['ops']:,} ops -> {ing['op_rows']:,} rows; parse+write "
+                  f"in tasks {ing['task_seconds']:.1f} task-s)  load {r['load_before']} -> {r['load_mid']}")
+            print(f"  check  {r['check_s']:.1f} s ({r['check_rows']:,} micro-op rows, {r['partitions']} partitions, "
+                  f"{r['invalid_runs']} invalid runs)  load {r['load_mid']} -> {r['load_after']}")
+            for phase, s in r["check_timings"].items():
+                print(f"    {phase:32s} {s:8.1f} s")
+            shutil.rmtree(out, ignore_errors=True)
+        sp = {r["master"]: r for r in figures["spark"]}
+        if "local[1]" in sp and "local[2]" in sp:
+            ratio = sp["local[1]"]["check_s"] / sp["local[2]"]["check_s"]
+            ing_ratio = sp["local[1]"]["ingest"]["seconds"] / sp["local[2]"]["ingest"]["seconds"]
+            print(f"\nlocal[2] vs local[1]: check {ratio:.2f}x faster (target >= 1.6x), ingest {ing_ratio:.2f}x")
+            total = sp["local[2]"]["ingest"]["seconds"] + sp["local[2]"]["check_s"]
+            print(f"local[2]: check {sp['local[2]']['check_s']:.1f} s, ingest + check {total:.1f} s "
+                  f"(target: checked in under 300 s)")
+        if not a.no_single:
+            from pipeline.synth import SynthConfig  # noqa: F401 - same interpreter, same checkers
+
+            for w in (1, min(2, os.cpu_count() or 1)):
+                s = single_process(data / "results", w)
+                figures.setdefault("single", []).append(s)
+                print(f"single-process checker, {w} process(es): {s['wall_s']:.1f} s wall ({s['cpu_s']:.1f} s in "
+                      f"check_file), {s['anomalies']} anomalies  load {s['load_before']} -> {s['load_after']}")
+        print("\n" + json.dumps(figures))
+    finally:
+        if not a.keep:
+            shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
