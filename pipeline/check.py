@@ -141,6 +141,7 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
 
     allowed_df = spark.createDataFrame([(rid, allowed[rid]) for rid in todo], "run_id string, allowed array<string>")
     keep: list[DataFrame] = []
+    strings: dict[str, dict[int, str]] = defaultdict(dict)  # run -> string value id -> the string
     if queue_ids:
         qops = _only(ops, queue_ids, not lin_ids and everything)
         run_keys = {r: runs[r].get("keys") for r in queue_ids}
@@ -167,6 +168,9 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
         schema = spark_schema("anomalies")
         rows = rows.select(*[F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
         timed("queue anomalies", lambda: rows.write.mode("append").parquet(store.table_dir(out, "anomalies")))
+        for r in timed("string values", lambda: qops.where(F.col("value_str").isNotNull())
+                       .select("run_id", "value", "value_str").distinct().collect()):
+            strings[r["run_id"]][r["value"]] = r["value_str"]
     lin: dict[str, dict[str, Any]] = {}
     if lin_ids:
         lops = _only(ops, lin_ids, False)
@@ -194,7 +198,7 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
         else:
             saw = bool(st) and any(f in st["by_f"] for f in QUEUE_FS)
             res = results.queue_result(examples.get(rid, {}), counts.get(rid, {}), allowed[rid],
-                                       saw_queue_ops=saw, stats=st)
+                                       saw_queue_ops=saw, stats=st, strings=strings.get(rid))
         run = runs[rid]
         if run.get("damaged"):
             res["damaged"] = run["damage"]

@@ -25,7 +25,8 @@ offsets strictly between them; a *read* is a record of an ok poll. Per type:
   window functions over one op's records/sends of a key (lag by micro-op position);
 - `poll-skip`/`nonmonotonic-poll`: windows over one process's polls of a key, where an
   ok or info assign/subscribe of the process starts a new epoch (a running count);
-- `nonmonotonic-send`: windows over one process's ok/info send ops to a key.
+- `nonmonotonic-send` (and the `int-*-send` pairs): one window over a process's ok/info
+  sends to a key, by op and position.
 
 The result has `ANOMALY_COLUMNS`: `op_index`/`time` say which op shows the anomaly and when
 it completed (time-to-first-anomaly; looked up once, for the few anomaly rows), `detail`
@@ -310,21 +311,27 @@ def internal_poll_pairs(ms: DataFrame, segments: DataFrame) -> DataFrame:
 
 def send_offsets(ms: DataFrame, values: DataFrame) -> DataFrame:
     """ok/info send rows with `landed`: their own offset (not for uncommitted info sends),
-    else where the version order first shows their value."""
-    sends = ms.where((F.col("mop") == SEND) & F.col("value").isNotNull() & F.col("type").isin(OK, INFO))
-    own = F.when(F.col("status") == S_INFO, F.lit(None)).otherwise(F.col("offset"))
-    return (sends.join(values.select("rk", "value", "first_off"), ["rk", "value"], "left")
-            .withColumn("landed", F.coalesce(own, F.col("first_off"))))
+    else where the version order first shows their value (looked up for those few only)."""
+    sends = (ms.where((F.col("mop") == SEND) & F.col("value").isNotNull() & F.col("type").isin(OK, INFO))
+             .withColumn("landed", F.when(F.col("status") == S_INFO, F.lit(None)).otherwise(F.col("offset"))))
+    missing = sends.where(F.col("landed").isNull()).select("rk", "value").distinct()
+    found = values.select("rk", "value", "first_off").join(F.broadcast(missing), ["rk", "value"])
+    return (sends.join(F.broadcast(found), ["rk", "value"], "left")
+            .withColumn("landed", F.coalesce("landed", "first_off")).drop("first_off"))
 
 
-def internal_send_pairs(sends: DataFrame, send_ops: DataFrame) -> DataFrame:
-    """Successive sends of one op to a key (ops that sent several times to a key: few)."""
-    multi = send_ops.where(F.col("n") > 1).select("rk", "op")
-    w = Window.partitionBy("rk", "op").orderBy("mop_index")
-    pairs = (sends.join(F.broadcast(multi), ["rk", "op"], "left_semi")
-             .withColumn("a", F.lag("landed").over(w)).withColumn("v1", F.lag("value").over(w)))
-    return _candidates(pairs, "int-send", op=F.col("op"), a=F.col("a"), b=F.col("landed"), v1=F.col("v1"),
-                       v2=F.col("value"))
+def send_order_pairs(sends: DataFrame) -> DataFrame:
+    """Successive sends of a process to a key: within one op (int-send) or from one op to the
+    next (send: the previous op's last send, this op's first)."""
+    w = Window.partitionBy("rk", "process").orderBy("op", "mop_index")
+    p = (sends.withColumn("a", F.lag("landed").over(w)).withColumn("v1", F.lag("value").over(w))
+         .withColumn("pop", F.lag("op").over(w)).where(F.col("pop").isNotNull()))
+    same = _candidates(p.where(F.col("pop") == F.col("op")), "int-send", op=F.col("op"), a=F.col("a"),
+                       b=F.col("landed"), v1=F.col("v1"), v2=F.col("value"))
+    between = _candidates(p.where(F.col("pop") != F.col("op")), "send", op=F.col("op"), a=F.col("a"),
+                          b=F.col("landed"), process=F.col("process"), pop=F.col("pop"), v1=F.col("v1"),
+                          v2=F.col("value"))
+    return same.unionByName(between)
 
 
 def poll_pairs(ms: DataFrame, segments: DataFrame, keys: DataFrame, partitions: int) -> DataFrame:
@@ -353,21 +360,6 @@ def poll_pairs(ms: DataFrame, segments: DataFrame, keys: DataFrame, partitions: 
              .where(F.col("p").isNotNull() & (F.col("p.pep") == F.col("epoch"))))
     return _candidates(pairs, "poll", op=F.col("op"), a=F.col("p.prev"), b=F.col("o0"), process=F.col("process"),
                        pop=F.col("p.pop"))
-
-
-def send_segments(sends: DataFrame) -> DataFrame:
-    """One row per (send op, key): its first and last send, how many."""
-    return (sends.groupBy("rk", "process", "op")
-            .agg(F.min_by(F.struct("landed", "value"), "mop_index").alias("first"),
-                 F.max_by(F.struct("landed", "value"), "mop_index").alias("last"), F.count("*").alias("n")))
-
-
-def send_pairs(send_ops: DataFrame) -> DataFrame:
-    """A process's send op to a key and its previous ok/info send op to that key."""
-    w = Window.partitionBy("rk", "process").orderBy("op")
-    pairs = send_ops.withColumn("prev", F.lag("last").over(w)).withColumn("pop", F.lag("op").over(w))
-    return _candidates(pairs, "send", op=F.col("op"), a=F.col("prev.landed"), b=F.col("first.landed"),
-                       process=F.col("process"), pop=F.col("pop"), v1=F.col("prev.value"), v2=F.col("first.value"))
 
 
 def order_anomalies(cands: DataFrame, offsets: DataFrame, stage: Any) -> DataFrame:
@@ -410,8 +402,8 @@ def queue_anomalies(m: DataFrame, keys: DataFrame, partitions: int, *, stage: An
     """Every queue anomaly of the runs in `m` (from `micro_ops`), as one DataFrame.
 
     `stage(name, df) -> df` may materialise the tables several steps share (first reads,
-    committed info ops, sightings, offsets, values, poll and send segments, order
-    candidates and anomalies); by default they stay lazy. The committed info ops are few:
+    committed info ops, sightings, offsets, values, poll segments, order candidates and
+    anomalies); by default they stay lazy. The committed info ops are few:
     staged, they become a small local table that every use broadcasts.
     """
     stage = stage or (lambda _name, df: df)
@@ -423,10 +415,9 @@ def queue_anomalies(m: DataFrame, keys: DataFrame, partitions: int, *, stage: An
     offsets = stage("offsets", offsets_of(obs))
     values = stage("values", values_of(obs))
     segments = stage("poll segments", poll_segments(ms))
-    sends = send_offsets(ms, values)
-    send_ops = stage("send segments", send_segments(sends))
-    cands = stage("order candidates", internal_poll_pairs(ms, segments).unionByName(internal_send_pairs(sends, send_ops))
-                  .unionByName(poll_pairs(ms, segments, keys, partitions)).unionByName(send_pairs(send_ops)))
+    cands = stage("order candidates", internal_poll_pairs(ms, segments)
+                  .unionByName(poll_pairs(ms, segments, keys, partitions))
+                  .unionByName(send_order_pairs(send_offsets(ms, values))))
     parts = [
         inconsistent_offsets(obs, offsets),
         duplicates(obs, values),

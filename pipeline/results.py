@@ -100,16 +100,27 @@ def explain(kind: str, ex: dict[str, Any]) -> str:  # noqa: C901 - one sentence 
     return f"{kind} on key {k} (ops {', '.join(map(str, ops))})"
 
 
-def example(kind: str, detail: str | dict[str, Any]) -> dict[str, Any]:
-    """An `anomalies` row's detail as the checker's example: explanation first, no `_` fields."""
+def example(kind: str, detail: str | dict[str, Any], strings: dict[int, str] | None = None) -> dict[str, Any]:
+    """An `anomalies` row's detail as the checker's example: explanation first, no `_` fields.
+
+    `strings` maps the ids of string values (`extract.string_value_id`) back to the strings.
+    """
     d = json.loads(detail) if isinstance(detail, str) else dict(detail)
+    if strings:
+        for f in ("value", "values", "skipped"):
+            v = d.get(f)
+            if isinstance(v, list):
+                d[f] = [strings.get(x, x) if isinstance(x, int) else x for x in v]
+            elif isinstance(v, int):
+                d[f] = strings.get(v, v)
     out = {"explanation": explain(kind, d)}
     out.update({k: v for k, v in d.items() if not k.startswith("_")})
     return out
 
 
 def queue_result(examples: dict[str, list[dict[str, Any]]], counts: dict[str, int], allowed: list[str],
-                 *, saw_queue_ops: bool, stats: dict[str, Any] | None = None) -> dict[str, Any]:
+                 *, saw_queue_ops: bool, stats: dict[str, Any] | None = None,
+                 strings: dict[int, str] | None = None) -> dict[str, Any]:
     """checkers.queue's result object from examples (details) and counts per type."""
     types = sorted(counts, key=type_order)
     bad = [t for t in types if t not in allowed]
@@ -123,7 +134,7 @@ def queue_result(examples: dict[str, list[dict[str, Any]]], counts: dict[str, in
         "valid": valid,
         "anomaly_types": types,
         "bad_anomaly_types": bad,
-        "anomalies": {t: [example(t, d) for d in examples.get(t, [])] for t in types},
+        "anomalies": {t: [example(t, d, strings) for d in examples.get(t, [])] for t in types},
         "anomaly_counts": {t: int(counts[t]) for t in types},
         "allowed": list(allowed),
         "policies": [],

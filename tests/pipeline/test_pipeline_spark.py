@@ -19,7 +19,7 @@ import pytest
 
 import checkers.queue as cq
 from checkers.linearizable import check_events
-from harness.history import loads, read_events
+from harness.history import loads, read_events, write_history
 from pipeline import analytics, report, store, synth
 from pipeline.check import check
 from pipeline.ingest import ingest
@@ -35,6 +35,46 @@ def _queue_cfg(i: int, rng: random.Random, **kw: Any) -> synth.SynthConfig:
                              nemesis=rng.choice([("partition",), ("kill",), ("partition", "kill")]),
                              nemesis_interval_s=0.1, plant={k: 1 for k in kinds},
                              options={"acks": rng.choice(["all", "1"]), "min_isr": rng.choice([1, 2])}, **kw)
+
+
+def _op(p: int, f: str, inv: Any, typ: str, val: Any, **extra: Any) -> list[dict[str, Any]]:
+    return [{"process": p, "type": "invoke", "f": f, "value": inv}, {"process": p, "type": typ, "f": f, "value": val,
+                                                                     **extra}]
+
+
+def edge_history() -> list[dict[str, Any]]:
+    """Hand-made ops the generator never makes: multi-send and txn ops, out-of-order sends,
+    garbage reads, committed info sends, string values, a rebalance-log, a fail poll."""
+    ev: list[dict[str, Any]] = []
+    ev += _op(9, "send", [["send", "a", 12]], "ok", [["send", "a", [1, 12]]])
+    # int-send-skip: one op lands at 0 and 2 with offset 1 (value 12) between them
+    ev += _op(1, "send", [["send", "a", 10], ["send", "a", 11]], "ok", [["send", "a", [0, 10]], ["send", "a", [2, 11]]])
+    # int-nonmonotonic-send
+    ev += _op(1, "send", [["send", "b", 20], ["send", "b", 21]], "ok", [["send", "b", [5, 20]], ["send", "b", [4, 21]]])
+    # nonmonotonic-send between two ops of process 2
+    ev += _op(2, "send", [["send", "c", 30]], "ok", [["send", "c", [3, 30]]])
+    ev += _op(2, "send", [["send", "c", 31]], "ok", [["send", "c", [1, 31]]])
+    # garbage-read and a precommitted read in a txn
+    ev += _op(3, "poll", [["poll"]], "ok", [["poll", {"d": [[0, 999]], "a": [[0, 10], [1, 12], [2, 11]]}]])
+    ev += _op(4, "txn", [["send", "e", 40], ["poll"]], "ok", [["send", "e", [0, 40]], ["poll", {"e": [[0, 40]]}]])
+    # an info send proven committed (read later), one never read, one never completed
+    ev += _op(5, "send", [["send", "f", 50]], "info", None)
+    ev += _op(6, "send", [["send", "f", 51]], "info", [["send", "f", [1, 51]]])
+    ev += _op(7, "poll", [["poll"]], "ok", [["poll", {"f": [[0, 50]]}]])
+    # string values, one a garbage read
+    ev += _op(8, "send", [["send", "g", "x"]], "ok", [["send", "g", [0, "x"]]])
+    ev += _op(10, "poll", [["poll"]], "ok", [["poll", {"g": [[0, "x"], [1, "y"]]}]])
+    # a skip inside a poll of a rebalanced key is exempt; the same skip unrebalanced is not
+    ev += _op(11, "send", [["send", "h", 60], ["send", "h", 61], ["send", "h", 62]], "ok",
+              [["send", "h", [0, 60]], ["send", "h", [1, 61]], ["send", "h", [2, 62]]])
+    ev += _op(12, "poll", [["poll"]], "ok", [["poll", {"h": [[0, 60], [2, 62]]}]], **{"rebalance-log": [{"keys": ["h"]}]})
+    ev += _op(13, "poll", [["poll"]], "ok", [["poll", {"h": [[0, 60], [2, 62]]}]])
+    ev += _op(13, "poll", [["poll"]], "fail", None)
+    ev += _op(13, "poll", [["poll"]], "ok", [["poll", {"h": [[1, 61]]}]])
+    ev.append({"process": 14, "type": "invoke", "f": "send", "value": [["send", "f", 52]]})
+    for i, e in enumerate(ev):
+        e["index"], e["time"] = i, i * 1000
+    return ev
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +96,10 @@ def campaign(spark, tmp_path_factory) -> SimpleNamespace:
               synth.write_run(results, synth.SynthConfig(ops=900, keys=3, seed=11, workload="log",
                                                          plant={"nonlinearizable": 1}), name="log-bad")):
         runs[r.run_id] = r
+    edge = results / "edge" / "20260101T000000.000"
+    edge.mkdir(parents=True)
+    write_history(edge / "history.jsonl", edge_history())
+    runs["edge/20260101T000000.000"] = synth.SynthRun(edge, "edge/20260101T000000.000", 0, 0, {})
     out = str(root / "pq")
     ing = ingest(spark, [str(results)], out)
     chk = check(spark, out, max_examples=MANY)
@@ -128,7 +172,11 @@ def test_spark_and_the_queue_checker_agree(campaign):
         compared += 1
         for kind in run.planted:
             assert kind in res["anomaly_types"], (rid, kind)
-    assert compared == 10
+    assert compared == 11
+    edge = campaign.check.results["edge/20260101T000000.000"]
+    assert set(edge["anomaly_types"]) >= {"int-send-skip", "int-nonmonotonic-send", "nonmonotonic-send",
+                                          "garbage-read", "precommitted-read", "int-poll-skip", "nonmonotonic-poll"}
+    assert {"key": "g", "value": "y", "ops": [23]}.items() <= edge["anomalies"]["garbage-read"][1].items()
 
 
 def test_spark_and_the_linearizability_checker_agree(campaign):
