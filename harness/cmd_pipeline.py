@@ -150,8 +150,10 @@ def _check(spark: Any, args: argparse.Namespace) -> int:
         mark = "*" if rid in s.checked else " "
         types = ", ".join(f"{t} ({n})" for t, n in res.get("anomaly_counts", {}).items())
         sys.stdout.write(f"{mark} {rid}: {name.get(res.get('valid'), 'unknown')}{'  ' + types if types else ''}\n")
+    vs = [res.get("valid") for res in s.results.values()]
+    tally = f"{vs.count(True)} valid, {vs.count(False)} invalid, {len(vs) - vs.count(True) - vs.count(False)} unknown"
     sys.stdout.write(f"checked {len(s.checked)} run(s) ({s.rows} micro-op rows) in {s.seconds:.1f} s; "
-                     f"{len(s.results)} run(s) in {args.dir} (* = checked now)\n")
+                     f"{len(s.results)} run(s) in {args.dir} (* = checked now): {tally} (exit {worst})\n")
     return worst
 
 

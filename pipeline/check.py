@@ -206,7 +206,7 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
         s.results[rid] = res
         verdict_rows.append({"run_id": rid, "source": "pipeline", "valid": verdict_str(res["valid"]),
                              "anomaly_types": res["anomaly_types"],
-                             "anomaly_counts": list(res.get("anomaly_counts", {}).items()),
+                             "anomaly_counts": dict(res.get("anomaly_counts", {})),
                              "allowed": res["allowed"], "result": json.dumps(res, default=str),
                              "checked_at": now, "check_id": cid})
     store.write_table(out, "verdicts", verdict_rows)

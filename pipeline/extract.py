@@ -429,14 +429,14 @@ def runs_row(run_id: str, path: str, test: Any, results: Any, stats: HistoryStat
     return row
 
 
-def _counts(results: dict[str, Any]) -> list[tuple[str, int]]:
+def _counts(results: dict[str, Any]) -> dict[str, int]:
     counts = results.get("anomaly_counts")
     if isinstance(counts, dict):
-        return [(str(k), int(v)) for k, v in counts.items() if isinstance(v, int)]
+        return {str(k): int(v) for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)}
     anomalies = results.get("anomalies")
     if isinstance(anomalies, dict):
-        return [(str(k), len(v) if isinstance(v, list) else 1) for k, v in anomalies.items()]
-    return []
+        return {str(k): len(v) if isinstance(v, list) else 1 for k, v in anomalies.items()}
+    return {}
 
 
 def result_anomaly_rows(run_id: str, results: Any, source: str = "results.json",

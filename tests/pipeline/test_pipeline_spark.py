@@ -84,7 +84,9 @@ def campaign(spark, tmp_path_factory) -> SimpleNamespace:
     rng = random.Random(8)
     runs = {}
     for i in range(6):
-        r = synth.write_run(results, _queue_cfg(i, rng), name=f"q{i}", stamp=i)
+        # the first two were checked by the harness: results.json from the real queue checker
+        checked = (lambda d: cq.check_file(d / "history.jsonl", allowed=["unseen"])) if i < 2 else None
+        r = synth.write_run(results, _queue_cfg(i, rng), name=f"q{i}", stamp=i, with_results=checked)
         runs[r.run_id] = r
     for r in (synth.write_run(results, synth.SynthConfig(ops=800, seed=5, nemesis_interval_s=0.1), name="clean"),
               synth.write_run(results, synth.SynthConfig(ops=600, seed=6, plant={"lost-write": 1}), name="torn",
@@ -137,6 +139,23 @@ def test_every_run_is_ingested_once_with_damage_flagged(campaign):
     prefix = _good_prefix(campaign.runs[bad["run_id"]].path / "history.jsonl")
     invokes = sum(e["type"] == "invoke" and e["process"] != "nemesis" for e in prefix)
     assert bad["ops"] == invokes and bad["events"] == len(prefix)
+
+
+def test_results_json_is_ingested(campaign):
+    rows = {r["run_id"]: r for r in store.read_table(campaign.out, "runs").to_pylist()}
+    ingested = store.read_table(campaign.out, "anomalies").to_pylist()
+    for name in ("q0", "q1"):
+        rid = next(k for k in campaign.runs if k.startswith(name + "/"))
+        res = json.loads((campaign.runs[rid].path / "results.json").read_text())
+        row = rows[rid]
+        assert row["has_results"] and row["valid"] == {True: "true", False: "false"}[res["valid"]]
+        assert dict(row["anomaly_counts"]) == res["anomaly_counts"] and row["allowed"] == ["unseen"]
+        mine = [a for a in ingested if a["run_id"] == rid and a["source"] == "results.json"]
+        assert len(mine) == sum(len(v) for v in res["anomalies"].values())
+        assert all(a["op_index"] is not None and a["time"] is not None for a in mine)
+        # the harness's policy is the one the pipeline's check applies too
+        assert campaign.check.results[rid]["allowed"] == ["unseen"]
+    assert not rows[next(k for k in campaign.runs if k.startswith("q2/"))]["has_results"]
 
 
 def test_tables_are_parquet_with_the_explicit_schemas(campaign):
