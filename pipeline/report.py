@@ -53,7 +53,8 @@ def _atomic(path: str, data: bytes) -> None:
 
 
 def _short(cfg: str) -> str:
-    return (cfg.replace("nemesis=", "").replace(" acks=", " a=").replace(" min_isr=", " isr=")
+    """A configuration label for an axis: the nemesis on one line, the rest on the next."""
+    return (cfg.replace("nemesis=", "").replace(" acks=", "\na=").replace(" min_isr=", " isr=")
             .replace(" flush=", " f=").replace(" safeguards=", " sg="))
 
 
@@ -72,12 +73,12 @@ def render_plots(report: dict[str, Any]) -> dict[str, bytes]:
 
         buf = io.BytesIO()
         fig.tight_layout()
-        fig.savefig(buf, format="png", dpi=90)
+        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
         plt.close(fig)
         out[name] = buf.getvalue()
 
     if cells:
-        h = max(2.5, 0.28 * len(cells) + 1)
+        h = max(2.5, 0.45 * len(cells) + 1)
         fig, ax = plt.subplots(figsize=(9, h))
         labels = [_short(c["config"]) for c in cells]
         ax.barh(labels, [c["anomaly_rate"] for c in cells], color="#d9534f", label="any anomaly")
@@ -90,7 +91,7 @@ def render_plots(report: dict[str, Any]) -> dict[str, bytes]:
         save(fig, "anomaly-rate")
         timed = [c for c in cells if c["time_to_first_anomaly_s"]["all"]]
         if timed:
-            fig, ax = plt.subplots(figsize=(9, max(2.5, 0.28 * len(timed) + 1)))
+            fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(timed) + 1)))
             for i, c in enumerate(timed):
                 xs = c["time_to_first_anomaly_s"]["all"]
                 ax.scatter(xs, [i] * len(xs), s=14, color="#d9534f", alpha=0.7)
@@ -104,7 +105,7 @@ def render_plots(report: dict[str, Any]) -> dict[str, bytes]:
     if by_cfg:
         cfgs = sorted({r["config"] for r in by_cfg})
         look = {(r["config"], r["inside"]): r for r in by_cfg}
-        fig, ax = plt.subplots(figsize=(9, max(2.5, 0.32 * len(cfgs) + 1)))
+        fig, ax = plt.subplots(figsize=(9, max(2.5, 0.55 * len(cfgs) + 1)))
         ys = range(len(cfgs))
         for off, inside, color, lab in ((-0.2, False, "#5cb85c", "outside faults"),
                                         (0.2, True, "#f0ad4e", "inside fault windows")):
@@ -138,7 +139,7 @@ def render_plots(report: dict[str, Any]) -> dict[str, bytes]:
     if reg and reg.get("anomaly_rate_up") is not None and report.get("by_config"):
         rows = reg["anomaly_rate_up"]
         if rows:
-            fig, ax = plt.subplots(figsize=(9, max(2.5, 0.3 * len(rows) + 1)))
+            fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(rows) + 1)))
             labels = [_short(r["config"]) for r in rows]
             ax.barh([i - 0.2 for i in range(len(rows))], [r["baseline_anomaly_rate"] for r in rows], 0.4,
                     color="#999999", label="baseline")
