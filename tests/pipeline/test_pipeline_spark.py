@@ -237,7 +237,6 @@ def test_ingest_and_check_are_incremental(spark, tmp_path):
     assert c.checked == [b.run_id] and set(c.results) == {a.run_id, b.run_id}
     assert c.results[b.run_id]["valid"] is False and c.results[a.run_id]["valid"] is True
     assert check(spark, out).checked == []
-    assert check(spark, out, recheck=True).checked == sorted([a.run_id, b.run_id])
     assert len(store.read_table(out, "runs")) == 2  # nothing ingested twice
 
 
