@@ -40,6 +40,16 @@ def loadavg() -> str:
         return "?"
 
 
+def cpu_busy() -> float:
+    """Seconds of CPU the whole machine has spent busy (all cores; /proc/stat)."""
+    try:
+        f = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = f[3] + (f[4] if len(f) > 4 else 0)
+    return (sum(f[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def generate(data: Path, runs: int, ops: int, seed: int) -> dict[str, Any]:
     from pipeline import synth
 
@@ -74,16 +84,20 @@ def spark_job(master: str, results: str, out: str) -> dict[str, Any]:
     with session(master, progress=False) as spark:
         res["session_s"] = round(time.perf_counter() - t0, 2)
         res["load_before"] = loadavg()
+        c0, t0 = cpu_busy(), time.perf_counter()
         s = ingest(spark, [results], out)
+        res["ingest_cores"] = round((cpu_busy() - c0) / (time.perf_counter() - t0), 2)
         res["ingest"] = s.to_json() | {"damaged": len(s.damaged)}
         res["load_mid"] = loadavg()
-        t1 = time.perf_counter()
+        c1, t1 = cpu_busy(), time.perf_counter()
         c = check(spark, out)
         res["check_s"] = round(time.perf_counter() - t1, 2)
+        res["check_cores"] = round((cpu_busy() - c1) / res["check_s"], 2)
         res["check_timings"] = c.timings
         res["check_rows"] = c.rows
         res["partitions"] = c.partitions
         res["invalid_runs"] = sum(r.get("valid") is False for r in c.results.values())
+        res["anomalies"] = sum(sum(r.get("anomaly_counts", {}).values()) for r in c.results.values())
         res["load_after"] = loadavg()
     return res
 
@@ -145,9 +159,11 @@ def main() -> int:
             ing = r["ingest"]
             print(f"\n{master}: session start {r['session_s']} s")
             print(f"  ingest {ing['seconds']:.1f} s ({ing['ops']:,} ops -> {ing['op_rows']:,} rows; parse+write "
-                  f"in tasks {ing['task_seconds']:.1f} task-s)  load {r['load_before']} -> {r['load_mid']}")
+                  f"in tasks {ing['task_seconds']:.1f} task-s, {r['ingest_cores']} cores busy)  load {r['load_before']} -> {r['load_mid']}")
             print(f"  check  {r['check_s']:.1f} s ({r['check_rows']:,} micro-op rows, {r['partitions']} partitions, "
-                  f"{r['invalid_runs']} invalid runs)  load {r['load_mid']} -> {r['load_after']}")
+                  f"{r['invalid_runs']} invalid runs, {r.get('anomalies')} anomalies, "
+                  f"{r['check_cores']} cores busy)  "
+                  f"load {r['load_mid']} -> {r['load_after']}")
             for phase, s in r["check_timings"].items():
                 print(f"    {phase:32s} {s:8.1f} s")
             shutil.rmtree(out, ignore_errors=True)

@@ -49,7 +49,9 @@ def base_conf(master: str, progress: bool) -> dict[str, str]:
     """The Spark configuration the pipeline runs with (before user overrides)."""
     local = master.startswith("local")
     cores = cores_of(master)
-    java_opts = f"-Dlog4j2.configurationFile=file:{LOG4J} -Dlog4j.configurationFile=file:{LOG4J}"
+    # The throughput collector: the pipeline's jobs are batch jobs, and on the bench's 10M-op
+    # campaign it cut check time on local[2] by 14 % against G1 (docs/pipeline.md, Figures).
+    java_opts = f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J} -Dlog4j.configurationFile=file:{LOG4J}"
     conf = {
         "spark.app.name": "wrack-pipeline",
         "spark.driver.memory": os.environ.get("WRACK_SPARK_DRIVER_MEMORY", "6g" if local else "2g"),
