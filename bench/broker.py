@@ -36,36 +36,26 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, before bench/ (bench/harness.py)
+from harness import netutil  # noqa: E402
+from harness.netutil import free_port  # noqa: E402
+
 VALUE = b"x" * 100
 BROKER = str(Path(sys.executable).parent / "wrack-broker")
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    s = socket.socket()
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def wait_port(host: str, port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection((host, port), 0.5).close()
-            return
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit(f"broker exited with {proc.returncode}") from None
-            if time.monotonic() > deadline:
-                raise SystemExit(f"broker not listening on {host}:{port}") from None
-            time.sleep(0.05)
+    try:
+        netutil.wait_port(host, port, timeout, proc)
+    except RuntimeError:
+        raise SystemExit(f"broker exited with {proc.returncode}") from None
+    except TimeoutError:
+        raise SystemExit(f"broker not listening on {host}:{port}") from None
 
 
 def cpu_seconds(pid: int) -> float:

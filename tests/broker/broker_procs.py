@@ -7,37 +7,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.netutil import free_port, wait_port
+
 BROKER = str(Path(sys.executable).parent / "wrack-broker")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    s = socket.socket()
-    s.bind((host, 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_port(host: str, port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection((host, port), 0.5).close()
-            return
-        except OSError:
-            if proc is not None and proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {proc.returncode} before listening on {host}:{port}") from None
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listens on {host}:{port} after {timeout} s") from None
-            time.sleep(0.05)
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from clusters import local
 from clusters.node import NodeCommandError, NodeTimeout
+from harness.netutil import wait_port
 
 pytestmark = pytest.mark.root
 
@@ -28,7 +28,7 @@ def test_nodes_have_own_addresses_and_reach_each_other(make_cluster):
     # node-to-node and host-to-node TCP (a listener in n1)
     srv = c.nodes[0].start_daemon(local_daemon(c.nodes[0], 7100))
     assert srv > 0
-    wait_port(c.nodes[0].address, 7100)
+    wait_port(c.nodes[0].address, 7100, 10.0)
     code = c.nodes[1].exec(["python3", "-c", connect_script(c.nodes[0].address, 7100)], check=False).exit_code
     assert code == 0
 
@@ -125,17 +125,3 @@ def local_daemon(node, port):
 def connect_script(addr, port, timeout=1.0):
     return (f"import socket,sys\ntry:\n socket.create_connection(('{addr}',{port}),timeout={timeout}).close()\n"
             "except OSError: sys.exit(1)")
-
-
-def wait_port(addr, port, timeout=10.0):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection((addr, port), timeout=0.5).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)

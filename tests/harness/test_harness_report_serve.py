@@ -18,6 +18,7 @@ import pytest
 from harness import store
 from harness.analysis import analyze_run
 from harness.history import write_history
+from harness.netutil import free_port
 from harness.report import load_run, render_report
 
 PAYLOAD = "<script>document.title='PWNED'</script><img src=x onerror=alert(1)>"
@@ -179,15 +180,11 @@ def test_serve_lists_runs_and_serves_reports(tmp_path):
 
 
 def test_serve_command_binds_loopback(tmp_path):
-    import socket
     import sys
     import time
 
     (tmp_path / "results").mkdir()
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     p = subprocess.Popen([str(Path(sys.executable).parent / "wrack"), "serve", str(tmp_path / "results"),
                           "--port", str(port)], stdout=subprocess.PIPE, text=True)
     try:

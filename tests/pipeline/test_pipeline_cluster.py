@@ -20,14 +20,13 @@ import pytest
 from tests_pipeline_util import (
     daemon,
     daemon_env,
-    free_port,
     master_state,
-    port_open,
     run_wrack,
     spark_home,
     wait_for,
 )
 
+from harness.netutil import free_port, port_open
 from pipeline import synth
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

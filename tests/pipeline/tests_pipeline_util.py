@@ -1,4 +1,4 @@
-"""Helpers of the pipeline tests: the wrack CLI, free loopback ports, Spark daemons.
+"""Helpers of the pipeline tests: the wrack CLI, Spark daemons.
 
 Spark daemons (a standalone master and worker, a Spark Connect server) are started from
 the pyspark installation (`spark-class`, `spark-submit`), bound to 127.0.0.1, in their
@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,12 +28,6 @@ def run_wrack(args: list[str], *, cwd: Path, timeout: float = 600, env: dict[str
     e.update(env or {})
     return subprocess.run([str(VENV_BIN / "wrack"), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env=e)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spark_home() -> str:
@@ -96,9 +89,3 @@ def wait_for(what: str, probe: Callable[[], Any], timeout: float, log: Path | No
 def master_state(webui_port: int) -> dict[str, Any]:
     with urllib.request.urlopen(f"http://127.0.0.1:{webui_port}/json/", timeout=5) as r:
         return json.loads(r.read())
-
-
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0

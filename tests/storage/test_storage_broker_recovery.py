@@ -10,7 +10,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ import pytest
 
 from broker.records import decode_records, iter_batches
 from broker.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, read_offsets
+from harness.netutil import free_port, port_open
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -30,12 +30,6 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 VENV_BIN = Path(sys.executable).parent
 TOPIC = "recovery"
 SEGMENT_BYTES = 128 * 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class BrokerProcess:
@@ -67,11 +61,9 @@ class BrokerProcess:
                 if "not built yet" in text:
                     pytest.skip("wrack-broker is still the placeholder")
                 raise AssertionError(f"wrack-broker exited with {self.proc.returncode}:\n{text[-3000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+            if port_open(self.port, timeout=0.5):
                 return err
-            except OSError:
-                time.sleep(0.1)
+            time.sleep(0.1)
         raise AssertionError("wrack-broker did not listen within 30 s")
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
