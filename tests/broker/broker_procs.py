@@ -10,10 +10,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.netutil import free_port, wait_port
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 BROKER = str(Path(sys.executable).parent / "wrack-broker")
 
@@ -151,3 +156,67 @@ def cluster(fleet: BrokerFleet, brokers: int = 3, separate_controller: bool = Tr
 def loopback_hosts(n: int, first: int = 2) -> list[str]:
     """n distinct 127.0.0.x addresses (Linux routes all of 127/8 to lo)."""
     return [f"127.0.0.{first + i}" for i in range(n)]
+
+
+# ---------------------------------------------------------------- replicated clusters (librdkafka)
+# Session timeouts shortened to keep the suites fast; bench/replication.py measures failover
+# with Kafka's defaults.
+FAST = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500", "replica.lag.time.max.ms": "4000",
+        "min.insync.replicas": "2", "default.replication.factor": "3"}
+
+
+def start_cluster(fleet: BrokerFleet, **extra: str) -> tuple[BrokerProc, list[BrokerProc], str, AdminClient]:
+    """A controller process and three brokers on 127.0.0.2-5 (FAST settings, then `extra`),
+    started and serving: (controller, brokers, bootstrap servers, an AdminClient)."""
+    from confluent_kafka.admin import AdminClient
+
+    ctl, brokers = cluster(fleet, 3, separate_controller=True, hosts=loopback_hosts(4, first=2),
+                           extra={**FAST, **extra})
+    assert ctl is not None
+    ctl.start()
+    for b in brokers:
+        b.start()
+    bs = ",".join(b.bootstrap for b in brokers)
+    return ctl, brokers, bs, AdminClient({"bootstrap.servers": bs})
+
+
+def metadata(admin: AdminClient, topic: str) -> dict[int, Any]:
+    """The topic's partitions (id -> PartitionMetadata: leader, replicas, isrs)."""
+    return admin.list_topics(topic, timeout=10).topics[topic].partitions
+
+
+def wait_until(pred, timeout: float, what: str, step: float = 0.2):
+    """`pred()`'s first truthy value, polled every `step` s; AssertionError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s: {what}")
+
+
+def create_replicated(admin: AdminClient, topic: str, partitions: int = 1, rf: int = 3) -> None:
+    """Create the topic and wait until every partition's ISR is full."""
+    from confluent_kafka.admin import NewTopic
+
+    for f in admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=10).values():
+        f.result(20)
+    wait_until(lambda: all(len(p.isrs) == rf for p in metadata(admin, topic).values()), 20, "full ISRs")
+
+
+def read_back(bs: str, topic: str, partition: int, want: set[bytes], timeout: float = 60) -> dict[int, bytes]:
+    """offset -> value of the partition from the start, read until every value of `want`
+    is seen (or `timeout`)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bs, "group.id": "read-back", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, partition, 0)])
+    got: dict[int, bytes] = {}
+    deadline = time.monotonic() + timeout
+    while not want <= set(got.values()) and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            if m.error() is None:
+                got[m.offset()] = m.value()
+    c.close()
+    return got

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from broker_procs import BrokerFleet
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -17,15 +16,6 @@ kafka = pytest.importorskip("kafka")
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka import TopicPartition as CkTP  # noqa: E402
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
-
-
-@pytest.fixture
-def fleet():
-    f = BrokerFleet()
-    try:
-        yield f
-    finally:
-        f.close()
 
 
 def ck_produce(bs: str, topic: str, partition: int, values: list[bytes], acks: str) -> list[int]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-from broker_procs import BrokerFleet
 from kio.schema.errors import ErrorCode as E
 
 from broker.server.groups import COMPLETING, EMPTY, PREPARING, STABLE, GroupCoordinator
@@ -129,15 +127,6 @@ def test_a_new_group_waits_the_initial_rebalance_delay():
 
 
 # ---------------------------------------------------------------- real clients
-@pytest.fixture
-def fleet():
-    f = BrokerFleet()
-    try:
-        yield f
-    finally:
-        f.close()
-
-
 def test_subscribe_mode_consumers_of_both_libraries_share_and_rebalance(fleet):
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic

@@ -16,7 +16,7 @@ import signal
 import time
 
 import pytest
-from broker_procs import BrokerFleet
+from broker_procs import create_replicated, metadata, read_back, start_cluster, wait_until
 from kio.schema.errors import ErrorCode as E
 
 from broker.records import decode_values, encode_batch, split_batches
@@ -28,18 +28,6 @@ kafka = pytest.importorskip("kafka")
 
 from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka import TopicPartition as CkTP  # noqa: E402
-
-
-@pytest.fixture
-def fleet():
-    f = BrokerFleet(prefix="wrack-test-idem-")
-    try:
-        yield f
-    except BaseException:
-        print(f.logs())
-        raise
-    finally:
-        f.close()
 
 
 def read_all(bs: str, topic: str, partition: int, n: int, timeout: float = 30) -> list[tuple[int, bytes]]:
@@ -149,15 +137,9 @@ def test_sequence_rules_on_the_wire_and_the_state_after_restarts(fleet):
 
 
 def test_idempotent_librdkafka_producer_through_a_leader_kill(fleet):
-    from confluent_kafka.admin import AdminClient
-    from test_broker_replication_procs import create as create_rf3
-    from test_broker_replication_procs import metadata, read_back, start_cluster, wait_until
-
-    _ctl, brokers = start_cluster(fleet)
-    bs = ",".join(b.bootstrap for b in brokers)
-    admin = AdminClient({"bootstrap.servers": bs})
+    _ctl, brokers, bs, admin = start_cluster(fleet)
     topic = "idem-kill"
-    create_rf3(admin, topic)
+    create_replicated(admin, topic)
     victim = metadata(admin, topic)[0].leader
     acked: list[tuple[int, bytes]] = []
     errors: list[str] = []

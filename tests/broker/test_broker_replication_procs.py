@@ -8,8 +8,8 @@ and three brokers, RF=3, min.insync.replicas=2, librdkafka producing with acks=a
 - below min.insync.replicas acks=all is refused while acks=1 still works;
 - the controller process restarts from its metadata log and the cluster carries on.
 
-Session timeouts are shortened (broker.session.timeout.ms=4000) to keep the suite fast;
-bench/replication.py measures failover with Kafka's defaults."""
+Session timeouts are shortened (broker_procs.FAST: broker.session.timeout.ms=4000) to keep
+the suite fast; bench/replication.py measures failover with Kafka's defaults."""
 
 from __future__ import annotations
 
@@ -18,58 +18,11 @@ import threading
 import time
 
 import pytest
-from broker_procs import BrokerFleet, cluster, loopback_hosts
+from broker_procs import create_replicated, metadata, read_back, start_cluster, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-
-FAST = {"broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500", "replica.lag.time.max.ms": "4000",
-        "min.insync.replicas": "2", "default.replication.factor": "3"}
-
-
-@pytest.fixture
-def fleet():
-    f = BrokerFleet(prefix="wrack-test-repl-")
-    try:
-        yield f
-    except BaseException:
-        print(f.logs())
-        raise
-    finally:
-        f.close()
-
-
-def start_cluster(fleet: BrokerFleet, **kw):
-    ctl, brokers = cluster(fleet, 3, separate_controller=True, hosts=loopback_hosts(4, first=2), extra={**FAST, **kw})
-    assert ctl is not None
-    ctl.start(wait=0)
-    from broker_procs import wait_port
-
-    wait_port(ctl.host, ctl.port, 30, ctl.proc)
-    for b in brokers:
-        b.start()
-    return ctl, brokers
-
-
-def metadata(admin: AdminClient, topic: str):
-    return admin.list_topics(topic, timeout=10).topics[topic].partitions
-
-
-def wait_until(pred, timeout: float, what: str, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout} s: {what}")
-
-
-def create(admin: AdminClient, topic: str, partitions: int = 1, rf: int = 3) -> None:
-    for f in admin.create_topics([NewTopic(topic, partitions, rf)], operation_timeout=10).values():
-        f.result(20)
-    wait_until(lambda: all(len(p.isrs) == rf for p in metadata(admin, topic).values()), 20, "full ISRs")
+from confluent_kafka import KafkaError, Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 
 class BackgroundProducer:
@@ -110,25 +63,10 @@ class BackgroundProducer:
         self.p.flush(60)
 
 
-def read_back(bs: str, topic: str, partition: int, want: set[bytes], timeout: float = 60) -> dict[int, bytes]:
-    c = Consumer({"bootstrap.servers": bs, "group.id": "read-back", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, partition, 0)])
-    got: dict[int, bytes] = {}
-    deadline = time.monotonic() + timeout
-    while not want <= set(got.values()) and time.monotonic() < deadline:
-        for m in c.consume(1000, 0.5):
-            if m.error() is None:
-                got[m.offset()] = m.value()
-    c.close()
-    return got
-
-
 def test_leader_sigkill_and_restart_loses_no_acknowledged_write(fleet):
-    _ctl, brokers = start_cluster(fleet)
-    bs = ",".join(b.bootstrap for b in brokers)
-    admin = AdminClient({"bootstrap.servers": bs})
+    _ctl, brokers, bs, admin = start_cluster(fleet)
     topic = "repl-kill"
-    create(admin, topic)
+    create_replicated(admin, topic)
     victim = metadata(admin, topic)[0].leader
     with BackgroundProducer(bs, topic, 0) as prod:
         wait_until(lambda: len(prod.acked) > 500, 30, "writes before the kill")
@@ -151,11 +89,9 @@ def test_leader_sigkill_and_restart_loses_no_acknowledged_write(fleet):
 
 
 def test_sigterm_moves_leadership_at_once_and_the_broker_returns_cleanly(fleet):
-    _ctl, brokers = start_cluster(fleet)
-    bs = ",".join(b.bootstrap for b in brokers)
-    admin = AdminClient({"bootstrap.servers": bs})
+    _ctl, brokers, bs, admin = start_cluster(fleet)
     topic = "repl-term"
-    create(admin, topic, partitions=3)
+    create_replicated(admin, topic, partitions=3)
     leaders = {p.id: p.leader for p in metadata(admin, topic).values()}
     victim = leaders[0]
     t0 = time.monotonic()
@@ -171,11 +107,9 @@ def test_sigterm_moves_leadership_at_once_and_the_broker_returns_cleanly(fleet):
 
 
 def test_acks_all_is_refused_below_min_isr_but_acks_1_works(fleet):
-    _ctl, brokers = start_cluster(fleet)
-    bs = ",".join(b.bootstrap for b in brokers)
-    admin = AdminClient({"bootstrap.servers": bs})
+    _ctl, brokers, bs, admin = start_cluster(fleet)
     topic = "repl-minisr"
-    create(admin, topic)
+    create_replicated(admin, topic)
     leader = metadata(admin, topic)[0].leader
     for i, b in enumerate(brokers):
         if i != leader:
@@ -198,18 +132,13 @@ def test_acks_all_is_refused_below_min_isr_but_acks_1_works(fleet):
 
 
 def test_the_controller_restarts_from_its_metadata_log(fleet):
-    ctl, brokers = start_cluster(fleet)
-    bs = ",".join(b.bootstrap for b in brokers)
-    admin = AdminClient({"bootstrap.servers": bs})
-    create(admin, "before-restart")
+    ctl, brokers, bs, admin = start_cluster(fleet)
+    create_replicated(admin, "before-restart")
     ctl.signal(signal.SIGKILL)
     ctl.proc.wait(10)
-    ctl.start(wait=0)
-    from broker_procs import wait_port
-
-    wait_port(ctl.host, ctl.port, 30, ctl.proc)
+    ctl.start()
     assert "with" in ctl.log_text() and "records" in ctl.log_text().split("---- start 2")[1]
-    create(admin, "after-restart")
+    create_replicated(admin, "after-restart")
     p = Producer({"bootstrap.servers": bs, "acks": "all"})
     out: list[object] = []
     for t in ("before-restart", "after-restart"):
