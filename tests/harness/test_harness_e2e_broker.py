@@ -11,15 +11,12 @@ About 5 minutes."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from harness_testlib import broker_runs, wrack_bin
+from harness_testlib import broker_runs, sigkilled_run, wrack_bin
 
 from clusters.testing import can_run_local
 
@@ -90,22 +87,9 @@ def test_acks1_with_leader_faults_is_valid_by_policy(tmp_path, record_property):
 
 def test_sigkilled_harness_with_real_clients_is_checkable(tmp_path):
     # the alternative client library (kafka-python) drives this run
-    proc = subprocess.Popen([wrack_bin(), "test", "--results", str(tmp_path), "--quiet", "--nodes", "3",
-                             "--workload", "queue", "--nemesis", "partition", "--nemesis-interval", "3",
-                             "--time-limit", "60", "--rate", "100", "--client", "kafka-python"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run = None
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            hs = list(tmp_path.glob("*/*/history.jsonl"))
-            if hs and hs[0].stat().st_size > 20_000:
-                run = hs[0].parent
-                break
-            time.sleep(0.2)
-        assert run is not None, "the run never got going"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    with sigkilled_run(tmp_path, "--nodes", "3", "--workload", "queue", "--nemesis", "partition",
+                       "--nemesis-interval", "3", "--time-limit", "60", "--rate", "100", "--client", "kafka-python",
+                       min_history=20_000, timeout=120) as run:
         p = subprocess.run([wrack_bin(), "analyze", str(run), "--json"], capture_output=True, text=True, timeout=120)
         assert p.returncode in (0, 1, 2), p.stderr
         line = json.loads(p.stdout)
@@ -115,13 +99,6 @@ def test_sigkilled_harness_with_real_clients_is_checkable(tmp_path):
         # the safe configuration, killed before its final read: still valid (unseen allowed, nothing else)
         assert line["verdict"] == "valid", res.get("anomaly_types")
         assert (run / "report.html").is_file()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        if run is not None:
-            from clusters import local
-
-            local.force_down(json.loads((run / "test.json").read_text())["cluster"]["name"])
 
 
 def test_log_workload_is_linearizable_under_partitions(tmp_path):

@@ -7,15 +7,12 @@ exit codes, a SIGKILLed harness whose run `wrack analyze` still checks, and camp
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from harness_testlib import ROOT, STANDIN, wrack_bin
+from harness_testlib import ROOT, STANDIN, force_down, sigkilled_run, wrack_bin
 
 from clusters.testing import can_run_local
 from harness.history import fault_windows, read_events
@@ -29,13 +26,6 @@ def wrack(*args, check=None, timeout=300, **kw):
     if check is not None:
         assert p.returncode == check, f"rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     return p
-
-
-def force_down(run_dir: Path) -> None:
-    from clusters import local
-
-    t = json.loads((run_dir / "test.json").read_text())
-    local.force_down(t["cluster"]["name"])
 
 
 @needs_local
@@ -79,22 +69,9 @@ def test_bad_options_exit_254(tmp_path):
 
 @needs_local
 def test_sigkilled_harness_leaves_a_checkable_history(tmp_path):
-    proc = subprocess.Popen([wrack_bin(), "test", "--workload", "noop", "--nodes", "3", "--nemesis", "partition",
-                             "--nemesis-interval", "0.5", "--time-limit", "60", "--rate", "500",
-                             "--broker-command", STANDIN, "--results", str(tmp_path), "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run = None
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            hs = list(tmp_path.glob("*/*/history.jsonl"))
-            if hs and hs[0].stat().st_size > 50_000:
-                run = hs[0].parent
-                break
-            time.sleep(0.1)
-        assert run is not None, "the run never got going"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    with sigkilled_run(tmp_path, "--workload", "noop", "--nodes", "3", "--nemesis", "partition",
+                       "--nemesis-interval", "0.5", "--time-limit", "60", "--rate", "500", "--broker-command", STANDIN,
+                       min_history=50_000, timeout=60) as run:
         # make the tail torn, as a kill in the middle of a write would
         with open(run / "history.jsonl", "ab") as f:
             f.write(b'{"index": 99999999, "time": 1, "process": 0, "ty')
@@ -105,11 +82,6 @@ def test_sigkilled_harness_leaves_a_checkable_history(tmp_path):
         assert line["verdict"] == "valid" and line["history"]["dropped_lines"] == 1
         res = json.loads((run / "results.json").read_text())
         assert res["incomplete_run"] is True and (run / "report.html").is_file()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        if run is not None:
-            force_down(run)
 
 
 CAMPAIGN = """
