@@ -14,22 +14,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from checkers.queue.policy import type_order, verdict
 from harness.policy import choose
-
-try:  # the queue checker's type order; a fallback keeps the pipeline usable without it
-    from checkers.queue.policy import ANOMALY_TYPES
-except ImportError:  # pragma: no cover
-    ANOMALY_TYPES = ("inconsistent-offsets", "duplicate", "lost-write", "unseen", "G1a", "garbage-read",
-                     "precommitted-read", "poll-skip", "nonmonotonic-poll", "int-poll-skip",
-                     "int-nonmonotonic-poll", "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send",
-                     "G0", "G1c")
-
-
-def type_order(t: str) -> int:
-    try:
-        return ANOMALY_TYPES.index(t)
-    except ValueError:
-        return len(ANOMALY_TYPES)
 
 
 def allowed_for(run: dict[str, Any], extra: Iterable[str] = ()) -> list[str]:
@@ -122,14 +108,7 @@ def queue_result(examples: dict[str, list[dict[str, Any]]], counts: dict[str, in
                  *, saw_queue_ops: bool, stats: dict[str, Any] | None = None,
                  strings: dict[int, str] | None = None) -> dict[str, Any]:
     """checkers.queue's result object from examples (details) and counts per type."""
-    types = sorted(counts, key=type_order)
-    bad = [t for t in types if t not in allowed]
-    if bad:
-        valid: Any = False
-    elif not saw_queue_ops:
-        valid = "unknown"
-    else:
-        valid = True
+    types, bad, valid = verdict(counts, allowed, checkable=saw_queue_ops)
     result: dict[str, Any] = {
         "valid": valid,
         "anomaly_types": types,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.queue.core import FAIL, INFO, OK, OpTable, QueuePass
+from checkers.queue.policy import type_order, verdict
 
 SKIPPED_SHOWN = 10
 VALUES_SHOWN = 32
@@ -108,21 +109,15 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
             from checkers.queue.cycles import find_cycles
 
             find_cycles(qp, committed, ww_deps, found)
-    types = sorted(found.counts, key=_type_order)
-    bad = [t for t in types if t not in allowed]
-    if bad:
-        valid: Any = False
-    elif timed_out or not ({"send", "poll", "txn"} & set(qp.table.f_names)):
-        valid = "unknown"
-    else:
-        valid = True
+    types, bad, valid = verdict(found.counts, allowed,
+                                checkable=not timed_out and bool({"send", "poll", "txn"} & set(qp.table.f_names)))
     result: dict[str, Any] = {
         "valid": valid,
         "anomaly_types": types,
         "bad_anomaly_types": bad,
         "anomalies": {t: found.examples[t] for t in types},
         "anomaly_counts": {t: found.counts[t] for t in types},
-        "allowed": sorted(allowed, key=_type_order),
+        "allowed": sorted(allowed, key=type_order),
         "policies": list(policies),
         "ww_deps": ww_deps,
     }
@@ -148,15 +143,6 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
         s["realtime_lag"] = lag
         result["stats"] = s
     return an
-
-
-def _type_order(t: str) -> int:
-    from checkers.queue.policy import ANOMALY_TYPES
-
-    try:
-        return ANOMALY_TYPES.index(t)
-    except ValueError:
-        return len(ANOMALY_TYPES)
 
 
 def _committed_info_ops(qp: QueuePass) -> set[int]:

@@ -26,7 +26,8 @@ with subscribe), int-poll-skip, G1c without ww edges: no loss explains them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from typing import Any
 
 ANOMALY_TYPES: tuple[str, ...] = (
     "inconsistent-offsets", "duplicate", "lost-write", "unseen", "G1a", "garbage-read",
@@ -55,6 +56,24 @@ POLICIES: dict[str, frozenset[str]] = {
 # policies under which acknowledged writes may be lost (other checkers map these to their
 # own loss verdict, e.g. the linearizability checker's `nonlinearizable`)
 LOSSY_POLICIES: frozenset[str] = frozenset({"acks1", "min-isr1", "power-loss-unflushed"})
+
+
+def type_order(t: str) -> int:
+    """Sort key of anomaly types: ANOMALY_TYPES' order, unknown types last."""
+    try:
+        return ANOMALY_TYPES.index(t)
+    except ValueError:
+        return len(ANOMALY_TYPES)
+
+
+def verdict(found: Iterable[str], allowed: Collection[str], *, checkable: bool) -> tuple[list[str], list[str], Any]:
+    """(the types found in ANOMALY_TYPES' order, those not allowed, `valid`): `valid` is
+    False if any type found is not allowed, else "unknown" when the history was not
+    checkable (no queue op, or not read to the end), else True."""
+    types = sorted(found, key=type_order)
+    bad = [t for t in types if t not in allowed]
+    valid: Any = False if bad else True if checkable else "unknown"
+    return types, bad, valid
 
 
 def resolve_allowed(allowed: Iterable[str] = (), policies: Iterable[str] = ()) -> frozenset[str]:
