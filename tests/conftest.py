@@ -1,10 +1,12 @@
-"""Shared fixtures: paths to the shared data and the project's executables."""
+"""Shared fixtures: paths to the shared data and the project's executables; clusters (local
+namespaces, containers) that are always removed (force_down in a finalizer)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,26 @@ def shared() -> Path:
 
 def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@pytest.fixture
+def make_cluster() -> Iterator[Callable[..., object]]:
+    """`make_cluster(nodes=3, transport="nsenter")` -> a LocalCluster removed after the test (root only)."""
+    from clusters.testing import can_run_local, local_clusters
+
+    if not can_run_local():
+        pytest.skip("needs root, iproute2 and util-linux (network namespaces)")
+    with local_clusters() as make:
+        yield make
+
+
+@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def make_backend_cluster(request: pytest.FixtureRequest) -> Iterator[Callable[..., object]]:
+    """`make_backend_cluster(nodes=3)` on every backend (namespaces, containers), removed after the test."""
+    from clusters.testing import backend_clusters, backend_skip_reason
+
+    reason = backend_skip_reason(request.param)
+    if reason:
+        pytest.skip(reason)
+    with backend_clusters(request.param) as make:
+        yield make
