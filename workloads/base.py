@@ -15,17 +15,19 @@ A `Workload` (queue, log, noop) gives the runner:
   full analysis, whose `.result` is `check`'s result and which the plots draw from
   (`policies`: the checker's named policies the allowed types came from).
 
-`WorkloadOptions` holds every option a workload reads, recorded in test.json.
+`WorkloadOptions` holds every option a workload reads, recorded in test.json;
+`BaseWorkload` gives a workload its options, its topics and keys, and the defaults above.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness.generator import Generator
+from workloads.kafka_io import KafkaIO, open_io
 
 
 @dataclass
@@ -66,6 +68,37 @@ class Workload(Protocol):
     def observe(self, event: Mapping[str, Any]) -> None: ...
     def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
               ) -> dict[str, Any]: ...
+
+
+class BaseWorkload:
+    """What the workloads share: `opts`, `topics()` (`opts.topics` topics named
+    `topic_prefix` + i, `opts.partitions` each; none without a prefix), `keys` (one per
+    topic-partition), no final phase and no observer."""
+
+    name: str
+    checker: str
+    topic_prefix = ""
+
+    def __init__(self, opts: WorkloadOptions | None = None):
+        self.opts = opts or WorkloadOptions()
+        self.keys = [key_of(t, p) for t in self.topics() for p in range(self.opts.partitions)]
+
+    def topics(self) -> dict[str, int]:
+        if not self.topic_prefix:
+            return {}
+        return {f"{self.topic_prefix}{i}": self.opts.partitions for i in range(self.opts.topics)}
+
+    def final_generator(self) -> Generator | None:
+        return None
+
+    def observe(self, event: Mapping[str, Any]) -> None:
+        return None
+
+    def io_factory(self, process: int, bootstrap: str) -> Callable[[str], KafkaIO]:
+        """`acks -> KafkaIO` for the client of `process`: the test's client library and timeout."""
+        o = self.opts
+        return lambda acks: open_io(o.client_lib, bootstrap, acks=acks, timeout=o.request_timeout,
+                                    client_id=f"p{process}")
 
 
 def key_of(topic: str, partition: int) -> str:

@@ -24,9 +24,9 @@ from typing import Any
 
 from harness.generator import PENDING, Context, Generator, Pending
 from harness.history import read_events
-from workloads.base import WorkloadOptions, apply_policy, key_of, split_key
+from workloads.base import BaseWorkload, WorkloadOptions, apply_policy, split_key
 from workloads.errors import ClientError
-from workloads.kafka_io import KafkaIO, open_io
+from workloads.kafka_io import KafkaIO
 
 
 class LogGenerator(Generator):
@@ -92,31 +92,18 @@ class LogClient:
         self.io.close()
 
 
-class LogWorkload:
+class LogWorkload(BaseWorkload):
     name = "log"
     checker = "linearizable"
-
-    def __init__(self, opts: WorkloadOptions | None = None):
-        self.opts = opts or WorkloadOptions()
-        self.keys = [key_of(t, p) for t in self.topics() for p in range(self.opts.partitions)]
-
-    def topics(self) -> dict[str, int]:
-        return {f"log{i}": self.opts.partitions for i in range(self.opts.topics)}
+    topic_prefix = "log"
 
     def client(self, thread: int, process: int, bootstrap: str) -> LogClient:
-        o = self.opts
-        acks = "all" if o.acks == "mixed" else o.acks
-        return LogClient(lambda: open_io(o.client_lib, bootstrap, acks=acks, timeout=o.request_timeout,
-                                         client_id=f"p{process}"), o)
+        acks = "all" if self.opts.acks == "mixed" else self.opts.acks
+        make_io = self.io_factory(process, bootstrap)
+        return LogClient(lambda: make_io(acks), self.opts)
 
     def generator(self) -> Generator:
         return LogGenerator(self.keys, self.opts)
-
-    def final_generator(self) -> Generator | None:
-        return None
-
-    def observe(self, event: Mapping[str, Any]) -> None:
-        return None
 
     def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
               ) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from harness import generator as gen
 from harness.generator import Generator
 from harness.history import read_ops
-from workloads.base import WorkloadOptions
+from workloads.base import BaseWorkload
 
 
 class NoopClient:
@@ -26,27 +26,17 @@ class NoopClient:
         pass
 
 
-class NoopWorkload:
+class NoopWorkload(BaseWorkload):
+    """No topics, no final phase (BaseWorkload's defaults)."""
+
     name = "noop"
     checker = "shape"
-
-    def __init__(self, opts: WorkloadOptions | None = None):
-        self.opts = opts or WorkloadOptions()
-
-    def topics(self) -> dict[str, int]:
-        return {}
 
     def client(self, thread: int, process: int, bootstrap: str) -> NoopClient:
         return NoopClient()
 
     def generator(self) -> Generator:
         return gen.repeat({"f": "noop"})
-
-    def final_generator(self) -> Generator | None:
-        return None
-
-    def observe(self, event: Mapping[str, Any]) -> None:
-        return None
 
     def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
               ) -> dict[str, Any]:

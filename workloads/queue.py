@@ -31,9 +31,9 @@ from typing import Any
 
 from harness import generator as gen
 from harness.generator import PENDING, Context, Generator, Pending
-from workloads.base import WorkloadOptions, key_of, split_key
+from workloads.base import BaseWorkload, WorkloadOptions, key_of, split_key
 from workloads.errors import ClientError
-from workloads.kafka_io import KafkaIO, open_io
+from workloads.kafka_io import KafkaIO
 
 
 class OffsetTracker:
@@ -195,24 +195,19 @@ class QueueClient:
         self.ios.clear()
 
 
-class QueueWorkload:
+class QueueWorkload(BaseWorkload):
     """The queue workload (see the module docstring)."""
 
     name = "queue"
     checker = "queue"
+    topic_prefix = "queue"
 
     def __init__(self, opts: WorkloadOptions | None = None):
-        self.opts = opts or WorkloadOptions()
+        super().__init__(opts)
         self.tracker = OffsetTracker()
-        self.keys = [key_of(t, p) for t in self.topics() for p in range(self.opts.partitions)]
-
-    def topics(self) -> dict[str, int]:
-        return {f"queue{i}": self.opts.partitions for i in range(self.opts.topics)}
 
     def client(self, thread: int, process: int, bootstrap: str) -> QueueClient:
-        o = self.opts
-        return QueueClient(lambda acks: open_io(o.client_lib, bootstrap, acks=acks, timeout=o.request_timeout,
-                                                client_id=f"p{process}"), o)
+        return QueueClient(self.io_factory(process, bootstrap), self.opts)
 
     def observe(self, event: Mapping[str, Any]) -> None:
         """Every event of the test, whatever phase it completes in (the runner wraps the whole
