@@ -79,6 +79,12 @@ class Context:
     def free_processes(self) -> list[Any]:
         return [self.workers[t] for t in self.free_threads()]
 
+    def random_free_process(self) -> Any | None:
+        """One of the free processes, drawn with `rng` (one draw, even when only one is free);
+        None when none is free."""
+        procs = self.free_processes()
+        return procs[self.rng.randrange(len(procs))] if procs else None
+
     def thread_of(self, process: Any) -> Thread | None:
         for t, p in self.workers.items():
             if p == process:

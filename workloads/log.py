@@ -37,11 +37,10 @@ class LogGenerator(Generator):
         self.known: dict[str, int] = {}
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
-        procs = ctx.free_processes()
-        if not procs:
+        p = ctx.random_free_process()
+        if p is None:
             return PENDING
         rng = ctx.rng
-        p = procs[rng.randrange(len(procs))]
         k = self.keys[rng.randrange(len(self.keys))]
         if rng.random() < self.opts.send_p:
             return {"process": p, "f": "send", "value": [k, next(self.values)], "time": ctx.time}

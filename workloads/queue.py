@@ -80,11 +80,10 @@ class QueueGenerator(Generator):
         self.assigned: set[Any] = set()
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
-        procs = ctx.free_processes()
-        if not procs:
+        p = ctx.random_free_process()
+        if p is None:
             return PENDING
         rng = ctx.rng
-        p = procs[rng.randrange(len(procs))]
         o = self.opts
         if p not in self.assigned:
             return self._assign(ctx, p)
