@@ -438,8 +438,8 @@ def write_run(root: str | os.PathLike[str], cfg: SynthConfig, *, name: str = "sy
     start = BASE_TIME + timedelta(seconds=stamp)
     ts = start.strftime("%Y%m%dT%H%M%S.") + f"{start.microsecond // 1000:03d}"
     run_dir = Path(root) / name / ts
+    sim = _LogSim(cfg) if cfg.workload == "log" else _Sim(cfg)  # refuses a bad config before any write
     run_dir.mkdir(parents=True, exist_ok=True)
-    sim = _LogSim(cfg) if cfg.workload == "log" else _Sim(cfg)
     hist = run_dir / "history.jsonl"
     events = 0
     ops = 0

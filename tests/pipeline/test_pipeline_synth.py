@@ -77,6 +77,7 @@ def test_campaign_cycles_through_the_matrix(tmp_path):
     assert [bool(r.planted) for r in runs] == [False, True, False, True, False]
 
 
-def test_unknown_plant_type_is_refused():
+def test_unknown_plant_type_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError, match="cannot plant"):
-        synth.write_run("/nonexistent", synth.SynthConfig(plant={"G0": 1}))
+        synth.write_run(tmp_path / "results", synth.SynthConfig(plant={"G0": 1}))
+    assert not (tmp_path / "results").exists()
