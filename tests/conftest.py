@@ -1,11 +1,14 @@
 """Shared fixtures: paths to the shared data and the project's executables; clusters (local
-namespaces, containers) that are always removed (force_down in a finalizer)."""
+namespaces, containers) that are always removed (force_down in a finalizer); headless
+Chromium that writes nothing outside a temp dir it removes."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,3 +57,39 @@ def make_backend_cluster(request: pytest.FixtureRequest) -> Iterator[Callable[..
         pytest.skip(reason)
     with backend_clusters(request.param) as make:
         yield make
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture
+def headless_chromium() -> Iterator[Callable[..., subprocess.CompletedProcess]]:
+    """`run(*args, timeout=120, netns=False)`: headless Chromium with `args` (URL last).
+
+    Offline: a dead proxy and no name resolution (with `netns`, also a network namespace of
+    its own when `unshare -n` works). Its profile, cache and config (HOME, XDG_CACHE_HOME,
+    XDG_CONFIG_HOME) live in one temp dir removed after the test: nothing lands in ~/.cache.
+    """
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    home = Path(tempfile.mkdtemp(prefix="wrack-chromium-"))
+    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / "cache"),
+           "XDG_CONFIG_HOME": str(home / "config")}
+    runs = 0
+
+    def run(*args: str, timeout: float = 120, netns: bool = False) -> subprocess.CompletedProcess:
+        nonlocal runs
+        runs += 1
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+               "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+               "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={home / f'profile{runs}'}",
+               f"--disk-cache-dir={home / 'cache'}", *args]
+        if netns and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
+            cmd = ["unshare", "-n", *cmd]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+    try:
+        yield run
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

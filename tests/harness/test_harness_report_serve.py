@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -67,21 +65,9 @@ def test_payload_markup_stays_text(tmp_path):
     assert "#10 " in render_report(data) or "#1" in render_report(data)  # the failed op is shown in full
 
 
-def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def run_chromium(url: str, *extra: str) -> subprocess.CompletedProcess:
-    profile = tempfile.mkdtemp(prefix="wrack-chromium-")
-    try:
-        return subprocess.run(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-             "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
-             f"--user-data-dir={profile}", "--window-size=1400,2000", *extra, url],
-            capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
+def run_chromium(chromium, url: str, *extra: str):
+    """The page at `url` in headless Chromium (the `headless_chromium` fixture), 1400x2000."""
+    return chromium("--window-size=1400,2000", *extra, url)
 
 
 def external_refs(html: str) -> list[str]:
@@ -103,15 +89,14 @@ def page_requests(netlog: Path, page_url: str) -> list[str]:
 
 
 @pytest.mark.chromium
-@pytest.mark.skipif(chromium() is None, reason="chromium is not installed")
-def test_report_renders_offline_in_chromium(tmp_path):
+def test_report_renders_offline_in_chromium(tmp_path, headless_chromium):
     from PIL import Image
 
     run = make_run(tmp_path)
     analyze_run(run)
     url = (run / "report.html").resolve().as_uri()
     shot, netlog = tmp_path / "shot.png", tmp_path / "net.json"
-    run_chromium(url, f"--screenshot={shot}", f"--log-net-log={netlog}")
+    run_chromium(headless_chromium, url, f"--screenshot={shot}", f"--log-net-log={netlog}")
     assert shot.is_file() and shot.stat().st_size > 10_000
     img = Image.open(shot).convert("RGB")
     colors = img.getcolors(maxcolors=1 << 20) or []
@@ -122,7 +107,7 @@ def test_report_renders_offline_in_chromium(tmp_path):
     # control: a page that does load resources is caught by the same check
     bad = tmp_path / "bad.html"
     bad.write_text('<html><body><img src="https://wrack.invalid/x.png"><img src="missing.png"></body></html>')
-    run_chromium(bad.as_uri(), f"--screenshot={tmp_path / 'bad.png'}", f"--log-net-log={tmp_path / 'bad.json'}")
+    run_chromium(headless_chromium, bad.as_uri(), f"--screenshot={tmp_path / 'bad.png'}", f"--log-net-log={tmp_path / 'bad.json'}")
     assert page_requests(tmp_path / "bad.json", bad.as_uri()) == ["https://wrack.invalid/x.png"]
     assert external_refs(bad.read_text()) == ["https://wrack.invalid/x.png", "missing.png"]
     # file:// loads bypass the network log: no src/href of the report may point outside it
@@ -132,11 +117,11 @@ def test_report_renders_offline_in_chromium(tmp_path):
     # also with a virtual time budget (which lets the timeline's asynchronous data decoding finish)
     for i in range(3):
         tall = tmp_path / f"tall{i}.png"
-        run_chromium(url, f"--screenshot={tall}", "--window-size=1400,6000", "--virtual-time-budget=10000")
+        run_chromium(headless_chromium, url, f"--screenshot={tall}", "--window-size=1400,6000", "--virtual-time-budget=10000")
         px = Image.open(tall).convert("RGB").getcolors(maxcolors=1 << 22) or []
         ok_boxes = sum(n for n, c in px if c == (0x6D, 0xB6, 0xFE))
         assert ok_boxes > 20_000, f"screenshot {i}: the timeline drew no ok boxes ({ok_boxes} px)"
-    dom = run_chromium(url, "--dump-dom", "--virtual-time-budget=10000").stdout
+    dom = run_chromium(headless_chromium, url, "--dump-dom", "--virtual-time-budget=10000").stdout
     assert 'class="op y0"' in dom and "of 602" in dom  # the timeline's boxes and status line
     assert "PWNED" not in re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
     assert "&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in dom

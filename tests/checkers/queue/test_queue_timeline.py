@@ -6,8 +6,6 @@ import base64
 import gzip
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import orjson
@@ -94,17 +92,6 @@ def test_run_stats_of_a_non_queue_history(tmp_path):
 
 # ------------------------------------------------------------------------ Chromium
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def chromium(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    """Headless Chromium with the network off (a fresh network namespace when possible)."""
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>", *args]
-    if shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0:
-        cmd = ["unshare", "-n", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
 
 def big_history(n_ops: int) -> list[dict]:
     """n_ops concurrent sends and polls of 20 processes (fast to generate)."""
@@ -125,8 +112,7 @@ def big_history(n_ops: int) -> list[dict]:
 
 
 @pytest.mark.chromium
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
-def test_timeline_renders_in_headless_chromium(tmp_path):
+def test_timeline_renders_in_headless_chromium(tmp_path, headless_chromium):
     import matplotlib.image as mpimg
     import numpy as np
 
@@ -139,7 +125,8 @@ def test_timeline_renders_in_headless_chromium(tmp_path):
         e["time"] = i * 250_000
     out = write_timeline(write(tmp_path / "h.jsonl", evs), tmp_path / "timeline.html")
     shot = tmp_path / "shot.png"
-    r = chromium(f"--screenshot={shot}", "--window-size=1400,900", "--virtual-time-budget=10000", out.as_uri())
+    r = headless_chromium(f"--screenshot={shot}", "--window-size=1400,900", "--virtual-time-budget=10000",
+                          out.as_uri(), netns=True)
     assert shot.is_file(), r.stderr[-2000:]
     img = mpimg.imread(str(shot))[:, :, :3]
     px = (img * 255).round().astype(np.int32).reshape(-1, 3)
@@ -153,12 +140,11 @@ def test_timeline_renders_in_headless_chromium(tmp_path):
 
 
 @pytest.mark.chromium
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
-def test_timeline_pages_keep_the_dom_small_on_100k_ops(tmp_path):
+def test_timeline_pages_keep_the_dom_small_on_100k_ops(tmp_path, headless_chromium):
     p = write(tmp_path / "big.jsonl", big_history(100_000))
     out = write_timeline(p, tmp_path / "big.html")
     assert out.stat().st_size < 8 * 2**20
-    r = chromium("--dump-dom", "--virtual-time-budget=20000", out.as_uri(), timeout=120)
+    r = headless_chromium("--dump-dom", "--virtual-time-budget=20000", out.as_uri(), netns=True)
     dom = r.stdout
     assert "of 200000" in dom, r.stderr[-2000:]
     boxes = dom.count('class="op ')
