@@ -50,6 +50,42 @@ def cpu_busy() -> float:
     return (sum(f[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def jvm_threads() -> dict[int, tuple[str, float]]:
+    """CPU seconds of every thread of this process's JVM children: tid -> (group, seconds)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[1] != me or "java" not in (stat.parent / "comm").read_text():
+                continue
+            for t in (stat.parent / "task").iterdir():
+                comm = (t / "comm").read_text().strip()
+                f = (t / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(t.name)] = (thread_group(comm), (int(f[11]) + int(f[12])) / tick)
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def thread_group(comm: str) -> str:
+    """A JVM thread name (15 characters at most in /proc) -> what the thread does."""
+    for prefix, group in (("Executor task", "tasks"), ("C1 Compiler", "JIT"), ("C2 Compiler", "JIT"),
+                          ("GC Thread", "GC"), ("ParGC", "GC"), ("G1 ", "GC"), ("VM Thread", "GC"),
+                          ("shuffle", "shuffle"), ("block-manager", "block manager")):
+        if comm.startswith(prefix):
+            return group
+    return "other"
+
+
+def thread_cpu_diff(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    groups: dict[str, float] = {}
+    for tid, (group, cpu) in after.items():
+        groups[group] = groups.get(group, 0.0) + cpu - before.get(tid, (group, 0.0))[1]
+    return {g: round(v, 1) for g, v in sorted(groups.items(), key=lambda kv: -kv[1])}
+
+
 def generate(data: Path, runs: int, ops: int, seed: int) -> dict[str, Any]:
     from pipeline import synth
 
@@ -89,8 +125,9 @@ def spark_job(master: str, results: str, out: str) -> dict[str, Any]:
         res["ingest_cores"] = round((cpu_busy() - c0) / (time.perf_counter() - t0), 2)
         res["ingest"] = s.to_json() | {"damaged": len(s.damaged)}
         res["load_mid"] = loadavg()
-        c1, t1 = cpu_busy(), time.perf_counter()
+        c1, t1, th = cpu_busy(), time.perf_counter(), jvm_threads()
         c = check(spark, out)
+        res["check_threads"] = thread_cpu_diff(th, jvm_threads())
         res["check_s"] = round(time.perf_counter() - t1, 2)
         res["check_cores"] = round((cpu_busy() - c1) / res["check_s"], 2)
         res["check_timings"] = c.timings
@@ -164,6 +201,8 @@ def main() -> int:
                   f"{r['invalid_runs']} invalid runs, {r.get('anomalies')} anomalies, "
                   f"{r['check_cores']} cores busy)  "
                   f"load {r['load_mid']} -> {r['load_after']}")
+            print("  JVM CPU in check by thread group (s): "
+                  + ", ".join(f"{g} {v}" for g, v in r["check_threads"].items()))
             for phase, s in r["check_timings"].items():
                 print(f"    {phase:32s} {s:8.1f} s")
             shutil.rmtree(out, ignore_errors=True)
