@@ -25,11 +25,12 @@ remain (it then counts as unknown: any sequence is accepted).
 
 from __future__ import annotations
 
-import struct
 from collections import deque
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
+
+from broker.records import iter_batches
 
 CACHED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 MAX_SEQUENCE = 2**31 - 1
@@ -38,11 +39,6 @@ MAX_SEQUENCE = 2**31 - 1
 # no two incarnations of any brokers hand out the same id (Kafka reserves id blocks in
 # the metadata log, KIP-730; the broker epoch plays the block's part here).
 ID_BLOCK = 1 << 24
-
-_FRAME = struct.Struct(">qi")  # base offset, batch length
-_PRODUCER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence (at byte 43)
-_LAST_DELTA = struct.Struct(">i")  # last offset delta (at byte 23)
-_HEADER_SIZE = 61
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,27 +77,22 @@ def last_sequence(first_seq: int, last_offset_delta: int) -> int:
 
 
 def producer_batches(buf: bytes | memoryview) -> list[ProducerBatch]:
-    """The idempotent batches in a buffer of whole v2 batches (as stored or fetched;
-    framing is trusted: the storage validated it). Batches without a producer id are
-    skipped."""
+    """The idempotent batches in a buffer of whole v2 batches (as stored or fetched).
+    Batches without a producer id are skipped."""
     return scan(buf)[0]
 
 
 def scan(buf: bytes | memoryview) -> tuple[list[ProducerBatch], int]:
     """(the idempotent batches, the offset after the last batch or -1 if none) of a
-    buffer of whole v2 batches."""
+    buffer of whole v2 batches. Framing is checked (records.iter_batches), CRCs are not:
+    a torn or impossible batch raises records.BatchError after the good ones before it."""
     out: list[ProducerBatch] = []
-    n = len(buf)
-    pos = 0
     end = -1
-    while pos + _HEADER_SIZE <= n:
-        base, length = _FRAME.unpack_from(buf, pos)
-        (delta,) = _LAST_DELTA.unpack_from(buf, pos + 23)
-        pid, epoch, seq = _PRODUCER.unpack_from(buf, pos + 43)
-        if pid >= 0:
-            out.append(ProducerBatch(pid, epoch, seq, last_sequence(seq, delta), base, base + delta))
-        end = base + delta + 1
-        pos += 12 + length
+    for _, _, h in iter_batches(buf, validate=False):
+        if h.producer_id >= 0:
+            out.append(ProducerBatch(h.producer_id, h.producer_epoch, h.base_sequence,
+                                     last_sequence(h.base_sequence, h.last_offset_delta), h.base_offset, h.last_offset))
+        end = h.next_offset
     return out, end
 
 

@@ -30,6 +30,7 @@ from broker.core.metadata import RECOVERED, RECOVERING, MetadataImage, Partition
 from broker.core.producers import ProducerBatch, ProducerStateTable, scan
 from broker.core.truncation import find_divergence, truncation_offset
 from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
+from broker.records import BatchError
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -123,7 +124,7 @@ class PartitionReplica:
                 if end <= off:
                     break
                 off = end
-        except STORAGE_ERRORS as e:  # what was read stays; later producers count as unknown
+        except (*STORAGE_ERRORS, BatchError) as e:  # what was read stays; later producers count as unknown
             self._failed("producer state rebuild", e)
 
     def _truncate(self, offset: int) -> None:
