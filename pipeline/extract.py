@@ -66,15 +66,17 @@ def string_value_id(v: str) -> int:
 class _Cols:
     """Column buffers of the `ops` schema: op-level columns once per op, expanded at `batch()`."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, keys: set[str]) -> None:
         self.run_id = run_id
+        self.keys = keys  # gets the keys of micro-ops, over every batch
+        self._reset()
+
+    def _reset(self) -> None:
         self.ops: dict[str, list[Any]] = {c: [] for c in OP_LEVEL}
         self.rows: dict[str, list[Any]] = {c: [] for c in ROW_LEVEL}
         self.sparse: dict[str, dict[int, Any]] = {c: {} for c in SPARSE}
         self.op_pos: list[int] = []
         self.n = 0
-        if not hasattr(self, "keys"):
-            self.keys: set[str] = set()  # keys of micro-ops, over every batch
 
     def batch(self) -> pa.RecordBatch:
         take = pa.array(self.op_pos, type=pa.int32())
@@ -91,7 +93,7 @@ class _Cols:
         b = pa.RecordBatch.from_arrays([arrays[c] for c in OPS.names], schema=OPS)
         keyed = pc.and_(pc.is_valid(arrays["mop"]), pc.is_valid(arrays["key"]))
         self.keys.update(pc.unique(pc.filter(arrays["key"], keyed)).to_pylist())
-        self.__init__(self.run_id)  # type: ignore[misc]
+        self._reset()
         return b
 
 
@@ -245,7 +247,7 @@ def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = 
 
     `times_of`: event indices whose times to record in `stats.times`.
     """
-    cols = _Cols(run_id)
+    cols = _Cols(run_id, stats.keys)
     open_ops: dict[int, dict[str, Any]] = {}
     nemesis: list[dict[str, Any]] = []
     try:
@@ -322,7 +324,6 @@ def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = 
         stats.ops += 1
     if cols.n:
         yield cols.batch()
-    stats.keys = cols.keys
     for w in fault_windows(nemesis):
         stats.faults.append({
             "run_id": run_id, "kind": w.kind, "f_start": w.start_event.get("f"),
