@@ -121,6 +121,7 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
         "policies": list(policies),
         "ww_deps": ww_deps,
     }
+    result["first_anomaly_time"] = first_anomaly_time(result["anomalies"], qp.table)
     if timed_out:
         result["reason"] = ("time limit reached before the whole history was read: only anomalies "
                             "a prefix proves are listed")
@@ -143,6 +144,21 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
         s["realtime_lag"] = lag
         result["stats"] = s
     return an
+
+
+def first_anomaly_time(anomalies: dict[str, list[dict[str, Any]]], table: OpTable) -> int | None:
+    """When the history first witnessed an anomaly: the earliest time among the ops the
+    examples cite (`ops`), each op at the time of the event that names it (its completion;
+    its invoke if it never completed). History time, ns since the workload started; None
+    without examples. Only the examples kept (`max_examples` per type) are looked at."""
+    import numpy as np
+
+    cited = {i for examples in anomalies.values() for ex in examples for i in ex.get("ops", ())}
+    if not cited:
+        return None
+    cols = table.columns()
+    at = np.where(cols["done"], cols["t1"], cols["t0"])[np.isin(cols["index"], list(cited))]
+    return int(at.min()) if at.size else None
 
 
 def _committed_info_ops(qp: QueuePass) -> set[int]:

@@ -47,13 +47,15 @@ class Timeout(Exception):
 class OpTable:
     """Per-op records in completion order: the compact op table stats and plots share.
 
-    One flat `array('d')` of 5 numbers per op (`FIELDS`): process, f (a code into
+    One flat `array('d')` of 6 numbers per op (`FIELDS`): process, f (a code into
     `f_names`), type (0 ok, 1 info, 2 fail), t0/t1 invoke and completion times (t1 is NaN
-    for an op never completed). Doubles hold integers exactly up to 2**53 (104 days of
-    nanoseconds). `columns()` gives numpy views, plus `done` (completed or not).
+    for an op never completed), and index: the op's name, the `index` of its completion
+    event (of its invoke if it never completed; NaN if the caller did not give it).
+    Doubles hold integers exactly up to 2**53 (104 days of nanoseconds). `columns()`
+    gives numpy views, plus `done` (completed or not).
     """
 
-    FIELDS = ("process", "f", "type", "t0", "t1")
+    FIELDS = ("process", "f", "type", "t0", "t1", "index")
     WIDTH = len(FIELDS)
     __slots__ = ("data", "f_names", "_f_code")
 
@@ -71,9 +73,10 @@ class OpTable:
             self.f_names.append(f)
         return c
 
-    def add(self, process: int, f: str, type_code: int, t0: float, t1: float | None) -> None:
+    def add(self, process: int, f: str, type_code: int, t0: float, t1: float | None,
+            index: float = NAN) -> None:
         """One op; `t1` None for an op never completed."""
-        self.data.extend((process, self.f_code(f), type_code, t0, NAN if t1 is None else t1))
+        self.data.extend((process, self.f_code(f), type_code, t0, NAN if t1 is None else t1, index))
 
     def __len__(self) -> int:
         return len(self.data) // self.WIDTH
@@ -206,7 +209,7 @@ class QueuePass:
                 c = f_codes.get(f)
                 if c is None:
                     c = tab.f_code(f)
-                tab_add((p, c, tc, t0, t))
+                tab_add((p, c, tc, t0, t, idx))
                 if t > last_time:
                     last_time = t
                 if f == "poll":
@@ -296,7 +299,7 @@ class QueuePass:
             f = inv["f"]
             idx = inv.get("index", pos)
             t = inv.get("time", idx)
-            self.table.add(p, f, INFO, t, None)
+            self.table.add(p, f, INFO, t, None, idx)
             if f not in ("send", "txn"):
                 continue
             try:
