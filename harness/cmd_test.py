@@ -44,6 +44,9 @@ def add_test_options(p: argparse.ArgumentParser) -> None:
                    help="none (the OS writes back), every (fsync each message) or N messages (default none)")
     p.add_argument("--safeguard-off", action="append", default=[], metavar="NAME", dest="safeguards_off",
                    help="switch a broker safeguard off (repeatable; see docs/broker-replication.md)")
+    p.add_argument("--unclean-election", action="store_true",
+                   help="unclean.leader.election.enable=true: a configuration that may lose acknowledged "
+                        "writes (allowed by the policy), unlike --safeguard-off clean-election-only")
     p.add_argument("--time-limit", type=float, default=d.time_limit, metavar="S",
                    help=f"seconds of workload and faults (default {d.time_limit:g})")
     p.add_argument("--final-time-limit", type=float, default=d.final_time_limit, metavar="S",
@@ -76,7 +79,8 @@ def options_from_args(args: argparse.Namespace) -> Any:
         name=args.name, backend=args.backend, nodes=args.nodes, workload=args.workload, nemesis=args.nemesis,
         nemesis_interval=args.nemesis_interval, acks=args.acks, rf=args.rf, min_isr=args.min_isr,
         partitions=args.partitions, topics=args.topics, flush_policy=args.flush_policy,
-        safeguards_off=args.safeguards_off, time_limit=args.time_limit, rate=args.rate,
+        safeguards_off=args.safeguards_off, unclean_election=args.unclean_election,
+        time_limit=args.time_limit, rate=args.rate,
         concurrency=args.concurrency, test_count=getattr(args, "test_count", 1), seed=args.seed, client=args.client,
         request_timeout=args.request_timeout, final_time_limit=args.final_time_limit,
         checker_time_limit=args.checker_time_limit, transport=args.transport, inventory=args.inventory,

@@ -10,6 +10,8 @@ Rules (reasoning in docs/harness.md, "Expected-anomaly policy"):
   record, and a failover truncates acknowledged records nobody could read yet;
 - acks=all with min ISR < 2 -> `min-isr1`: the ISR may shrink to the leader, which then
   acknowledges and commits alone; losing its copy loses records consumers read;
+- unclean leader election on (`--unclean-election`) -> `unclean-election`: an out-of-sync
+  replica may be elected, truncating committed records (as with min ISR 1);
 - power loss without a flush per message -> `power-loss-unflushed`: replicas that lose
   power together drop committed records that were only in their page caches;
 - the harness stopped before the final read-back (killed) -> `final-read-deadline`;
@@ -103,6 +105,10 @@ def choose(options: Mapping[str, Any], *, incomplete: bool = False) -> Policy:
         wanted.append(("min-isr1", f"acks=all with min ISR {isr}: the ISR may shrink to the leader, which then "
                                    "acknowledges and commits records alone; losing its copy loses records "
                                    "consumers have read"))
+    if options.get("unclean_election"):
+        wanted.append(("unclean-election", "unclean leader election on (--unclean-election): an out-of-sync "
+                                           "replica may be elected and the others truncate to it, losing "
+                                           "records consumers have read"))
     if "power-loss" in nemesis and not _flush_per_message(options.get("flush_policy")):
         wanted.append(("power-loss-unflushed", "power loss without a flush per message: replicas that lose "
                                                "power together drop records, committed or not, that were "

@@ -66,6 +66,7 @@ class TestOptions:
     topics: int = 2
     flush_policy: str = "none"  # "none" (the OS writes back), "every" (fsync each message), or N messages
     safeguards_off: list[str] = field(default_factory=list)
+    unclean_election: bool = False  # unclean.leader.election.enable=true: a configuration, policy-allowed loss
     time_limit: float = 60.0
     rate: float = 100.0
     concurrency: str = "1n"
@@ -103,6 +104,8 @@ def test_name(o: TestOptions) -> str:
     parts = [o.workload, f"acks{o.acks}", "+".join(o.nemesis) or "nofaults"]
     if o.safeguards_off:
         parts.append("off-" + "+".join(o.safeguards_off))
+    if o.unclean_election:
+        parts.append("unclean")
     return store.safe_name("-".join(parts))
 
 
@@ -168,7 +171,7 @@ def validate(o: TestOptions) -> None:
 def broker_options(o: TestOptions) -> Any:
     from clusters.db import BrokerOptions
 
-    extra = {"unclean.leader.election.enable": "false"}
+    extra = {"unclean.leader.election.enable": str(bool(o.unclean_election)).lower()}
     if o.safeguards_off:
         extra["wrack.safeguards.off"] = ",".join(o.safeguards_off)
     bo = BrokerOptions(controllers=o.controllers, replication_factor=o.rf, min_insync_replicas=o.min_isr,

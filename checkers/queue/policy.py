@@ -15,6 +15,7 @@ in-sync replica has the record, and consumers only ever read committed records.
 | `acks1` | lost-write, unseen, inconsistent-offsets, nonmonotonic-send, int-nonmonotonic-send | acknowledged but uncommitted records are lost: a leader acknowledges before any follower has the record, and a failover truncates what the new leader never had. Those records are never read (lost-write once a later offset was read, unseen otherwise), their offsets are reused by later records (the offset an ack named holds another value), and a producer's next send lands at or below its previous one (also within one op). No consumer read them (they were above the HWM), so consumer-side types stay disallowed |
 | `min-isr1` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | acks=all with min.insync.replicas 1: the ISR may shrink to the leader, which then acknowledges *and commits* alone; if its copy is lost (a power loss, a corrupted or wiped disk), committed records that consumers read are gone too (see `power-loss-unflushed` for what consumers then see) |
 | `power-loss-unflushed` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | replicas that lose power together lose the records still only in their page caches, committed or not: consumers had read some of them; their offsets are reused (inconsistent-offsets, now also between reads), and a consumer positioned past the shortened log is rewound (OFFSET_OUT_OF_RANGE resets it to the earliest offset, KIP-320 truncation detection to the divergence point): nonmonotonic-poll, or int-nonmonotonic-poll when the rewind falls inside one poll (a client's poll returns the records of several fetches). A rewind goes back, never forward, so poll-skip stays disallowed |
+| `unclean-election` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | unclean.leader.election.enable=true: with no in-sync replica live, an out-of-sync one is elected and the others truncate to it, so committed records consumers read are gone too (as with `min-isr1`) |
 | `subscribe` | poll-skip, nonmonotonic-poll | subscribe-mode consumers are rebalanced between polls (Jepsen allows these with `:subscribe`) |
 | `final-read-deadline` | unseen | the final read phase did not run to the end (deadline, or the harness was killed), so acknowledged records may simply not have been polled yet |
 | `txn` | int-send-skip, G0 | Kafka transactions do not isolate writes: sends of concurrent transactions interleave (Jepsen always allows these) |
@@ -47,6 +48,7 @@ POLICIES: dict[str, frozenset[str]] = {
     "acks1": _UNCOMMITTED_LOSS,
     "min-isr1": _COMMITTED_LOSS,
     "power-loss-unflushed": _COMMITTED_LOSS,
+    "unclean-election": _COMMITTED_LOSS,
     "subscribe": frozenset({"poll-skip", "nonmonotonic-poll"}),
     "final-read-deadline": frozenset({"unseen"}),
     "txn": frozenset({"int-send-skip", "G0"}),
@@ -55,7 +57,7 @@ POLICIES: dict[str, frozenset[str]] = {
 
 # policies under which acknowledged writes may be lost (other checkers map these to their
 # own loss verdict, e.g. the linearizability checker's `nonlinearizable`)
-LOSSY_POLICIES: frozenset[str] = frozenset({"acks1", "min-isr1", "power-loss-unflushed"})
+LOSSY_POLICIES: frozenset[str] = frozenset({"acks1", "min-isr1", "power-loss-unflushed", "unclean-election"})
 
 
 def type_order(t: str) -> int:
