@@ -13,10 +13,20 @@ Campaign file (YAML)::
     cells:                           # extra cells, each a dict of options
       - {acks: "1", nemesis: [kill-leader], expect: any}
 
-A cell's `expect` is `valid` (default), `invalid` or `any`: the cell passes when every run's
-verdict matches (any: every run completed). A cell's key is its options beyond the
-defaults, canonical JSON: the same cell in two campaigns has the same key even when the
-defaults changed, which is what `--baseline` compares.
+A cell's `expect` says what each of its runs must show (`run_meets`); the cell passes when
+every run does:
+
+- `valid` (default) / `invalid`: the run's verdict is exactly that;
+- `found`: the run's checker found at least one anomaly (`anomaly_types` non-empty),
+  whether or not the expected-anomaly policy allowed it, so the verdict may be valid,
+  invalid or unknown; a crashed run has found nothing. This is for configurations whose
+  loss the policy allows (acks=1, min ISR 1, unclean election on): the test must still
+  see the loss;
+- `any`: the run completed and was checked (verdict valid or invalid).
+
+A cell's key is its options beyond the defaults, canonical JSON: the same cell in two
+campaigns has the same key even when the defaults changed, which is what `--baseline`
+compares.
 
 Output: `campaign-results/<name>/<timestamp>/` with campaign.json (the file as run and its
 cells), runs/<test-name>/<timestamp>/ (run folders), results.json, summary.html and
@@ -30,6 +40,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -41,7 +52,7 @@ from harness import store
 from harness.errors import InputError
 
 DEFAULT_ROOT = "campaign-results"
-EXPECT = ("valid", "invalid", "any")
+EXPECT = ("valid", "invalid", "found", "any")
 
 
 @dataclass
@@ -137,7 +148,8 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
         c = dict(c)
         expect = str(c.pop("expect", "valid"))
         if expect not in EXPECT:
-            raise InputError(f"cells[{i}]: expect must be one of {', '.join(EXPECT)}", p)
+            raise InputError(f"cells[{i}]: unknown expect {expect!r} (one of {', '.join(EXPECT)})", p,
+                             _cell_line(p, i))
         cells.append(Cell(_norm(c, f"{p}: cells[{i}]"), expect))
     if not cells:
         cells = [Cell({})]
@@ -147,6 +159,19 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
             raise InputError(f"cell {c.label()} appears twice", p)
         seen.add(c.key)
     return CampaignSpec(str(name), defaults, cells, repeats, str(raw.get("description") or ""), raw, p)
+
+
+def _cell_line(path: str, i: int) -> int | None:
+    """The line of `cells[i]` in a campaign file (None if it cannot be told)."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            root = yaml.compose(f)
+        cells = next(v for k, v in root.value if k.value == "cells")
+        return cells.value[i].start_mark.line + 1
+    except (OSError, yaml.YAMLError, AttributeError, StopIteration, IndexError, TypeError):
+        return None
 
 
 def cell_test_options(spec: CampaignSpec, cell: Cell, runs_root: Path, overrides: Mapping[str, Any]) -> Any:
@@ -162,10 +187,18 @@ def verdict_of(valid: Any, crashed: bool = False) -> str:
     return {True: "valid", False: "invalid"}.get(valid, "unknown") if valid is not None else "crashed"
 
 
-def cell_passes(expect: str, verdicts: list[str]) -> bool:
+def run_meets(expect: str, run: Mapping[str, Any]) -> bool:
+    """Does one run (`verdict`, `anomaly_types`) meet the expectation (module docstring)?"""
+    verdict = run["verdict"]
     if expect == "any":
-        return all(v in ("valid", "invalid") for v in verdicts)
-    return all(v == expect for v in verdicts)
+        return verdict in ("valid", "invalid")
+    if expect == "found":
+        return bool(run.get("anomaly_types"))
+    return verdict == expect
+
+
+def cell_passes(expect: str, runs: list[Mapping[str, Any]]) -> bool:
+    return all(run_meets(expect, r) for r in runs)
 
 
 def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = None,
@@ -200,19 +233,22 @@ def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = No
         runs = []
         for rep in range(spec.repeats):
             o = cell_test_options(spec, cell, runs_root, overrides or {})
+            t0 = time.monotonic()
             out = runner(o, campaign={"name": spec.name, "cell": cell.options, "key": cell.key, "repeat": rep})
+            wall = round(time.monotonic() - t0, 3)
             res = out.results or {}
             rel = os.path.relpath(out.run_dir, cdir)
             runs.append({"repeat": rep, "run_id": store.run_id(Path(out.run_dir)), "path": rel,
                          "valid": out.valid, "verdict": verdict_of(out.valid, out.results is None),
                          "anomaly_types": list(res.get("anomaly_types") or []),
-                         "allowed": list(res.get("allowed") or []), "exit_code": out.exit_code,
-                         "error": out.error, "seed": _seed_of(out.run_dir)})
+                         "allowed": list(res.get("allowed") or []),
+                         "first_anomaly_time": res.get("first_anomaly_time"), "wall_s": wall,
+                         "exit_code": out.exit_code, "error": out.error, "seed": _seed_of(out.run_dir)})
             if on_run is not None:
                 on_run(cell, rep, out)
         verdicts = [r["verdict"] for r in runs]
         cells_out.append({"key": cell.key, "label": cell.label(), "options": cell.options, "expect": cell.expect,
-                          "runs": runs, "verdict": _worst(verdicts), "passed": cell_passes(cell.expect, verdicts)})
+                          "runs": runs, "verdict": _worst(verdicts), "passed": cell_passes(cell.expect, runs)})
     results = {"name": spec.name, "start": start.isoformat(timespec="seconds"),
                "end": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells_out}
     if baseline is not None:
@@ -279,14 +315,14 @@ def summary_counts(results: Mapping[str, Any]) -> dict[str, int]:
 
 
 def exit_code(results: Mapping[str, Any]) -> int:
-    """1 on any regression (with a baseline) or any cell that failed its expectation with an
-    invalid run; 2 if a cell failed only through unknown/crashed runs; 0 otherwise."""
+    """1 on any regression (with a baseline) or any checked run (valid or invalid) that missed
+    its cell's expectation; 2 if cells failed only through unknown/crashed runs; 0 otherwise."""
     if results.get("regressions"):
         return 1
-    failed = [c for c in results["cells"] if not c["passed"]]
-    if any(r["verdict"] == "invalid" for c in failed for r in c["runs"]):
+    missed = [r for c in results["cells"] for r in c["runs"] if not run_meets(c["expect"], r)]
+    if any(r["verdict"] in ("valid", "invalid") for r in missed):
         return 1
-    return 2 if failed else 0
+    return 2 if missed else 0
 
 
 def junit_xml(results: Mapping[str, Any]) -> str:
@@ -297,11 +333,11 @@ def junit_xml(results: Mapping[str, Any]) -> str:
         for r in c["runs"]:
             name = f"repeat {r['repeat']} ({r['run_id']})"
             body = ""
-            bad = r["verdict"] in ("invalid", "unknown", "crashed") and not cell_passes(c["expect"], [r["verdict"]])
-            if c.get("regression") and r["verdict"] != "valid":
-                bad = True
+            bad = not run_meets(c["expect"], r) or (bool(c.get("regression")) and r["verdict"] != "valid")
             if bad:
                 msg = f"{r['verdict']}" + (f": {', '.join(r['anomaly_types'])}" if r["anomaly_types"] else "")
+                if not run_meets(c["expect"], r):
+                    msg += f" (expected {c['expect']})"
                 if c.get("regression"):
                     msg = f"regression (baseline {c.get('baseline_verdict')}): " + msg
                 detail = f"report: {r['path']}/report.html" + (f"\nerror: {r['error']}" if r.get("error") else "")

@@ -3,9 +3,10 @@
 Writes campaign-results/<name>/<timestamp>/ (campaign.json, runs/, results.json,
 summary.html, junit.xml; see docs/results.md). `--baseline OLD` (an old campaign folder or
 its results.json) marks regressions: cells that were valid and now have an invalid or
-unknown run. Exit codes: 1 on any regression, or on a cell that failed its expectation
-with an invalid run; 2 when cells failed only through unknown or crashed runs; 0 when
-every cell passed; 254 for a bad campaign file.
+unknown run. A cell's `expect` (valid, invalid, found, any) is defined in harness.campaign.
+Exit codes: 1 on any regression, or on a checked run (valid or invalid) that missed its
+cell's expectation; 2 when cells failed only through unknown or crashed runs; 0 when every
+cell passed; 254 for a bad campaign file.
 """
 
 from __future__ import annotations
