@@ -1,0 +1,155 @@
+"""The bug zoo's detection power: each cell of campaigns/bugzoo.yaml run N times.
+
+Runs the cells through `harness.campaign.run_campaign` (real local clusters: root) and
+prints one row per cell:
+
+- detected: runs that met the cell's expectation / N (`harness.campaign.run_meets`: invalid
+  for a safeguard switched off, an anomaly found for acks=1 / min ISR 1 / unclean election,
+  valid for the safe configuration);
+- first anomaly: the median, over the runs that found an anomaly, of the checker's
+  `first_anomaly_time` (the earliest time among the ops its anomaly examples cite), in
+  seconds from the start of the workload, with how many runs it is taken over;
+- wall: the median wall time of one run (setup, workload, heal, final read, teardown, check);
+- the verdicts, the anomaly types seen, and the load average when the cell's last run
+  finished (2 shared cores: figures are noisy).
+
+    flock /tmp/wrack-e2e.lock .venv/bin/python bench/bugzoo.py [--runs 3] [--cells elr,acks=1]
+        [--time-limit S] [--file campaigns/bugzoo.yaml] [--out DIR] [--json]
+
+`--cells`: comma list; an item picks the cells whose label (as `wrack campaign --list`
+prints it) contains it, or the cell with that 1-based number. `--out DIR` keeps the
+campaign folder (runs, summary.html, junit.xml) under DIR; without it a temporary folder
+is used and removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import campaign as C  # noqa: E402
+from harness.errors import EXIT_BAD_INPUT, InputError  # noqa: E402
+
+
+def loadavg() -> str:
+    try:
+        return open("/proc/loadavg").read().split()[0]
+    except OSError:
+        return "?"
+
+
+def pick(cells: list[C.Cell], wanted: str | None) -> list[C.Cell]:
+    """The cells `--cells` names (every cell without it); InputError for an item matching none."""
+    if not wanted:
+        return cells
+    out: list[C.Cell] = []
+    for item in (x.strip() for x in wanted.split(",") if x.strip()):
+        hits = [c for i, c in enumerate(cells, 1) if item == str(i) or item in c.label()]
+        if not hits:
+            raise InputError(f"--cells: {item!r} matches no cell (see wrack campaign FILE --list)")
+        out += [c for c in hits if c not in out]
+    return out
+
+
+def median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def cell_row(cell: dict[str, Any], load: str) -> dict[str, Any]:
+    """The figures of one cell of a campaign's results."""
+    runs = cell["runs"]
+    times = [r["first_anomaly_time"] / 1e9 for r in runs if r.get("first_anomaly_time") is not None]
+    return {"cell": cell["label"], "expect": cell["expect"], "runs": len(runs),
+            "detected": sum(C.run_meets(cell["expect"], r) for r in runs),
+            "first_anomaly_s": median(times), "first_anomaly_runs": len(times),
+            "wall_s": median([r["wall_s"] for r in runs]),
+            "verdicts": [r["verdict"] for r in runs],
+            "anomaly_types": sorted({t for r in runs for t in r["anomaly_types"]}), "load": load}
+
+
+def fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    w = max(len(r["cell"]) for r in rows)
+    print(f"{'cell':{w}s}  {'expect':7s}  detected  first anomaly (median s, runs)  wall (median s)  "
+          f"load  verdicts; anomaly types")
+    for r in rows:
+        first = f"{fmt(r['first_anomaly_s'])} ({r['first_anomaly_runs']})"
+        print(f"{r['cell']:{w}s}  {r['expect']:7s}  {r['detected']:>3d}/{r['runs']:<4d}  {first:>30s}  "
+              f"{fmt(r['wall_s']):>15s}  {r['load']:>4s}  {','.join(r['verdicts'])}; "
+              f"{', '.join(r['anomaly_types']) or 'none'}", flush=True)
+
+
+def run(a: argparse.Namespace, out_root: str) -> list[dict[str, Any]]:
+    from harness.progress import Progress
+    from harness.runner import run_test
+
+    spec = C.load_spec(a.file)
+    spec.cells = pick(spec.cells, a.cells)
+    spec.repeats = a.runs
+    overrides = C._norm({"time_limit": a.time_limit} if a.time_limit else {}, "--time-limit")
+    quiet = Progress(enabled=False)
+    loads: dict[str, str] = {}
+
+    def runner(o: Any, campaign: dict[str, Any] | None = None) -> Any:
+        return run_test(o, quiet, campaign=campaign)
+
+    def on_run(cell: C.Cell, rep: int, out: Any) -> None:
+        loads[cell.key] = loadavg()
+        res = out.results or {}
+        t = res.get("first_anomaly_time")
+        print(f"  {cell.label()} #{rep + 1}: {C.verdict_of(out.valid, out.results is None)}"
+              f" {','.join(res.get('anomaly_types') or []) or '-'}"
+              f"{f' first anomaly {t / 1e9:.1f} s' if t is not None else ''}"
+              f"{'; error ' + out.error if out.error else ''}  load {loadavg()}", file=sys.stderr, flush=True)
+
+    cdir, results = C.run_campaign(spec, root=out_root, overrides=overrides, runner=runner, on_run=on_run)
+    if a.out:
+        print(f"campaign folder: {cdir}", file=sys.stderr)
+    return [cell_row(c, loads.get(c["key"], "?")) for c in results["cells"]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs per cell (default 3)")
+    ap.add_argument("--cells", default=None, help="comma list of cell numbers or label parts (default all)")
+    ap.add_argument("--time-limit", type=float, default=None, metavar="S",
+                    help="seconds of workload and faults per run (default: the file's, i.e. wrack test's)")
+    ap.add_argument("--file", default=str(ROOT / "campaigns" / "bugzoo.yaml"))
+    ap.add_argument("--out", default=None, metavar="DIR", help="keep the campaign folder under DIR")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
+    a = ap.parse_args()
+    try:
+        if a.runs < 1:
+            raise InputError(f"--runs: {a.runs} must be at least 1")
+        print(f"bug zoo: {a.file}, {a.runs} run(s) per cell, load average {loadavg()} at the start",
+              file=sys.stderr, flush=True)
+        if a.out:
+            rows = run(a, a.out)
+        else:
+            with tempfile.TemporaryDirectory(prefix="wrack-bugzoo-") as d:
+                rows = run(a, d)
+    except InputError as e:
+        print(f"bugzoo: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print_table(rows)
+    if a.json:
+        for r in rows:
+            print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    sys.exit(main())
