@@ -15,6 +15,11 @@
    bench/queue_checker.py's generator, with the plots drawn from the check's analysis (what
    the runner does) and, for comparison, with the plots analysing the history again.
 
+4. Workload push (root): acknowledged sends per second of the queue workload on a healthy
+   5-node local cluster (acks=all, RF 3, min ISR 2, no faults) over a `--push-window` s test
+   (default 30) with the default options (`--in-flight 64`, `--rate 5000`), beside the same
+   test with `--in-flight 0` (only the consuming clients send); the target is >= 2,000/s.
+
 Prints one line per figure with the load average beside it (2 shared cores: figures are
 noisy). Target: at most 15 s outside the window on local.
 
@@ -85,6 +90,22 @@ def outside_window(window: float, workload: str, broker_command: list[str] | Non
             "outside": total - tm.get("workload", 0.0), "error": out.error}
 
 
+def push(window: float, in_flight: int) -> dict:
+    """Section 4: acknowledged sends/s of a healthy-cluster queue test, and its op counts."""
+    import json
+
+    from harness.runner import TestOptions, run_test
+
+    with tempfile.TemporaryDirectory(prefix="wrack-bench-") as d:
+        o = TestOptions(nodes=5, nemesis=[], time_limit=window, in_flight=in_flight, results=d, seed=1)
+        out = run_test(o)
+        test = json.loads((out.run_dir / "test.json").read_text())
+    ops = test.get("ops", {})
+    return {"valid": out.valid, "acked": ops.get("send:ok", 0), "window": test["timings"].get("workload", window),
+            "failed": ops.get("send:fail", 0), "info": ops.get("send:info", 0), "polls": ops.get("poll:ok", 0),
+            "error": out.error}
+
+
 def check_and_report(n_events: int) -> None:
     """Section 3 of the module docstring."""
     import importlib.util
@@ -126,6 +147,7 @@ def main() -> None:
     ap.add_argument("--window", type=float, default=60.0)
     ap.add_argument("--no-cluster", action="store_true")
     ap.add_argument("--report-events", type=int, default=1_000_000, help="0: skip the check+report figure")
+    ap.add_argument("--push-window", type=float, default=30.0, help="seconds of the push figure (0: skip it)")
     a = ap.parse_args()
     if a.report_events:
         check_and_report(a.report_events)
@@ -142,6 +164,13 @@ def main() -> None:
     if not can_run_local():
         print("outside-window figures skipped: needs root and network namespaces")
         return
+    if a.push_window:
+        for in_flight in (64, 0):
+            r = push(a.push_window, in_flight)
+            print(f"queue workload push, 5 local nodes, acks=all RF 3, no faults, --in-flight {in_flight}: "
+                  f"{r['acked'] / r['window']:7.0f} acknowledged sends/s ({r['acked']} in {r['window']:.1f} s; "
+                  f"{r['failed']} fail, {r['info']} info, {r['polls']} polls; valid {r['valid']}"
+                  f"{'; error ' + r['error'] if r['error'] else ''})  load {loadavg()}", flush=True)
     standin = [sys.executable, str(ROOT / "tests" / "clusters" / "standin_broker.py")]
     runs = [("noop workload, stand-in broker", "noop", standin)]
     broker = Path(sys.executable).parent / "wrack-broker"

@@ -79,11 +79,16 @@ class Context:
     def free_processes(self) -> list[Any]:
         return [self.workers[t] for t in self.free_threads()]
 
-    def random_free_process(self) -> Any | None:
-        """One of the free processes, drawn with `rng` (one draw, even when only one is free);
+    def random_free_thread(self) -> Thread | None:
+        """One of the free threads, drawn with `rng` (one draw, even when only one is free);
         None when none is free."""
-        procs = self.free_processes()
-        return procs[self.rng.randrange(len(procs))] if procs else None
+        threads = self.free_threads()
+        return threads[self.rng.randrange(len(threads))] if threads else None
+
+    def random_free_process(self) -> Any | None:
+        """The process of `random_free_thread()` (the same draw); None when none is free."""
+        t = self.random_free_thread()
+        return None if t is None else self.workers[t]
 
     def thread_of(self, process: Any) -> Thread | None:
         for t, p in self.workers.items():

@@ -3,6 +3,8 @@
 A `Workload` (queue, log, noop) gives the runner:
 
 - `topics() -> {name: partitions}` to create before the test;
+- `send_lanes()`: client threads beyond `opts.clients` (0 but for the queue workload, whose
+  send-only processes keep `opts.in_flight` sends in flight);
 - `client(thread, process, bootstrap) -> Client` (one per process; `harness.interpreter`
   opens a new one under a new process id after an `info`);
 - `generator()` (the main phase, wrapped by the runner with rate and time limit) and
@@ -46,7 +48,9 @@ class WorkloadOptions:
     max_poll_records: int = 500
     assign_p: float = 1 / 32  # probability that an op re-assigns the consumer
     crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
-    send_p: float = 0.5  # share of sends among sends and polls
+    send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
+    clients: int = 5  # processes that assign, poll, send and crash (`--concurrency`)
+    in_flight: int = 64  # send-only processes beside them, sharing producers (`--in-flight`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,6 +91,11 @@ class BaseWorkload:
         if not self.topic_prefix:
             return {}
         return {f"{self.topic_prefix}{i}": self.opts.partitions for i in range(self.opts.topics)}
+
+    def send_lanes(self) -> int:
+        """Client threads the workload wants beyond `opts.clients` (threads `clients`.. run
+        only sends); the runner starts `clients + send_lanes()` threads."""
+        return 0
 
     def final_generator(self) -> Generator | None:
         return None

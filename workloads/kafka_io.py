@@ -13,6 +13,11 @@ kafka-python (the alternative), one producer + one consumer per process.
 - `high_watermark(topic, partition) -> int` (the next offset a consumer can read to);
 - `close()`.
 
+`open_sender(lib, bootstrap, acks=, timeout=, client_id=)` returns a `Sender`: one producer
+whose `send(topic, partition, value) -> offset` many threads call at once (asynchronous
+produce, each caller waiting for its own delivery report), for the queue workload's
+send-only processes.
+
 Producers never retry (`retries=0`, no idempotence): a retried send could duplicate a
 value, and the checker would have to tell which duplicate was ours. Values are the decimal
 text of integers; records have no key (the partition is chosen explicitly).
@@ -20,6 +25,7 @@ text of integers; records have no key (the partition is chosen explicitly).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -255,7 +261,78 @@ class KafkaPythonIO:
             self._consumer = None
 
 
+class ConfluentSender:
+    """One librdkafka producer shared by many processes' concurrent sends.
+
+    `send` may be called from any number of threads at once; each call produces one record
+    asynchronously and waits (at most `timeout` + 1 s) for its own delivery report, which a
+    poller thread serves. The producer's settings are `ConfluentIO`'s (no retries, no
+    idempotence), so one record is one append attempt."""
+
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+        io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
+        self._ck = io._ck
+        self.timeout = timeout
+        self._producer = io.producer
+        self._closed = threading.Event()
+        self._poller = threading.Thread(target=self._serve, name=f"sender-{client_id}", daemon=True)
+        self._poller.start()
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            self._producer.poll(0.05)
+
+    def send(self, topic: str, partition: int, value: int) -> int:
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def report(err: Any, msg: Any) -> None:
+            box["err"] = err
+            box["offset"] = msg.offset() if msg is not None else None
+            done.set()
+
+        try:
+            self._producer.produce(topic, value=str(value).encode(), partition=partition, on_delivery=report)
+        except BufferError:
+            raise ClientError(-184) from None
+        except self._ck.KafkaException as e:
+            err = e.args[0]
+            raise ClientError(err.code(), err.name(), err.str()) from None
+        if not done.wait(self.timeout + 1.0):
+            raise ClientError(None, "TIMEOUT", f"no delivery report in {self.timeout + 1.0:g} s")
+        err = box["err"]
+        if err is not None:
+            raise ClientError(err.code(), err.name(), err.str())
+        return int(box["offset"])
+
+    def close(self) -> None:
+        """Drop what is still queued (its senders get a purge error) and stop the poller."""
+        self._producer.purge()
+        self._producer.flush(1.0)
+        self._closed.set()
+        self._poller.join(2.0)
+
+
+class KafkaPythonSender:
+    """kafka-python's producer is thread-safe: one `KafkaPythonIO` serves every sender."""
+
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+        self._io = KafkaPythonIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
+
+    def send(self, topic: str, partition: int, value: int) -> int:
+        return self._io.send(topic, partition, value)
+
+    def close(self) -> None:
+        self._io.close()
+
+
+class Sender(Protocol):
+    def send(self, topic: str, partition: int, value: int) -> int: ...
+    def close(self) -> None: ...
+
+
 CLIENT_LIBS = {"confluent": ConfluentIO, "kafka-python": KafkaPythonIO}
+SENDERS = {"confluent": ConfluentSender, "kafka-python": KafkaPythonSender}
 
 
 def open_io(lib: str, bootstrap: str, **kw: Any) -> KafkaIO:
@@ -263,6 +340,15 @@ def open_io(lib: str, bootstrap: str, **kw: Any) -> KafkaIO:
         cls = CLIENT_LIBS[lib]
     except KeyError:
         raise ValueError(f"unknown client library {lib!r} (known: {', '.join(CLIENT_LIBS)})") from None
+    return cls(bootstrap, **kw)
+
+
+def open_sender(lib: str, bootstrap: str, **kw: Any) -> Sender:
+    """A `Sender` of library `lib`: one producer whose `send` many threads call at once."""
+    try:
+        cls = SENDERS[lib]
+    except KeyError:
+        raise ValueError(f"unknown client library {lib!r} (known: {', '.join(SENDERS)})") from None
     return cls(bootstrap, **kw)
 
 

@@ -1,7 +1,16 @@
 """The queue workload: Jepsen's Kafka workload on real clients (notes/jepsen.md section 2).
 
-Keys are topic-partitions ("queue0-1"): `topics` topics of `partitions` partitions. Each
-process is a producer and a consumer. Ops (DESIGN.md's history vocabulary):
+Keys are topic-partitions ("queue0-1"): `topics` topics of `partitions` partitions. Two
+kinds of process (threads 0..`clients`-1, and `in_flight` threads after them):
+
+- consuming clients: each a producer and a consumer of its own; they assign, poll, send and
+  crash, as in Jepsen's workload;
+- send-only processes: they only send, through producers they share (`SenderPool`, one
+  per acks setting: asynchronous produce, each send waiting for its own delivery report), so
+  that many sends are in flight at once, each under its own process, and polls never hold
+  sends back. A send that ends `info` ends its process, as any op does.
+
+Ops (DESIGN.md's history vocabulary):
 
 - `send` `[["send", key, v]]` -> ok `[["send", key, [offset, v]]]`; `v` is unique (one
   counter for the whole test). With `acks="mixed"` each send carries `"acks": "all"|"1"`.
@@ -15,8 +24,9 @@ The first op of every process is an assign. Failed polls roll the consumer back 
 it was, so a failed poll never makes the next one look like it skipped. Send errors are
 classified by `workloads.errors` (definite `fail` vs indeterminate `info`).
 
-The final phase (`final_generator`): every process assigns all keys from the beginning and
-polls until every key has been read up to the highest acknowledged offset (by anyone), or
+The final phase (`final_generator`): what was polled before it no longer counts; every
+consuming process assigns all keys from the beginning and polls until every key has been
+read again, in this phase, up to the highest acknowledged offset (by anyone), or
 the final time limit passes; a process that crashes meanwhile is replaced by one that
 assigns again (`each_process`).
 """
@@ -33,7 +43,7 @@ from harness import generator as gen
 from harness.generator import PENDING, Context, Generator, Pending
 from workloads.base import BaseWorkload, WorkloadOptions, key_of, split_key
 from workloads.errors import ClientError
-from workloads.kafka_io import KafkaIO
+from workloads.kafka_io import KafkaIO, Sender, open_sender
 
 
 class OffsetTracker:
@@ -69,6 +79,12 @@ class OffsetTracker:
     def all_read(self) -> bool:
         return not self.unread()
 
+    def restart_reads(self) -> None:
+        """Forget what was polled: from now on only new polls count as read (the final
+        read-back must read everything again, after the faults)."""
+        with self.lock:
+            self.polled.clear()
+
 
 class QueueGenerator(Generator):
     """The main phase's ops (see the module docstring); all choices use `ctx.rng`."""
@@ -80,11 +96,14 @@ class QueueGenerator(Generator):
         self.assigned: set[Any] = set()
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
-        p = ctx.random_free_process()
-        if p is None:
+        t = ctx.random_free_thread()
+        if t is None:
             return PENDING
+        p = ctx.workers[t]
         rng = ctx.rng
         o = self.opts
+        if is_send_lane(t, o):
+            return self._send(ctx, p)
         if p not in self.assigned:
             return self._assign(ctx, p)
         r = rng.random()
@@ -93,12 +112,16 @@ class QueueGenerator(Generator):
         if r < o.crash_p + o.assign_p:
             return self._assign(ctx, p)
         if rng.random() < o.send_p:
-            op = {"process": p, "f": "send", "value": [["send", self.keys[rng.randrange(len(self.keys))],
-                                                         next(self.values)]], "time": ctx.time}
-            if o.acks == "mixed":
-                op["acks"] = "all" if rng.random() < 0.5 else "1"
-            return op
+            return self._send(ctx, p)
         return {"process": p, "f": "poll", "value": [["poll"]], "time": ctx.time}
+
+    def _send(self, ctx: Context, p: Any) -> dict[str, Any]:
+        rng = ctx.rng
+        op = {"process": p, "f": "send", "value": [["send", self.keys[rng.randrange(len(self.keys))],
+                                                     next(self.values)]], "time": ctx.time}
+        if self.opts.acks == "mixed":
+            op["acks"] = "all" if rng.random() < 0.5 else "1"
+        return op
 
     def _assign(self, ctx: Context, p: Any) -> dict[str, Any]:
         n = ctx.rng.randint(1, len(self.keys))
@@ -108,6 +131,77 @@ class QueueGenerator(Generator):
     def update(self, ctx: Context, event: Mapping[str, Any]) -> None:
         if event.get("f") == "assign" and event.get("type") == "ok":
             self.assigned.add(event["process"])
+
+
+def is_send_lane(thread: Any, opts: WorkloadOptions) -> bool:
+    """Threads `opts.clients`.. only send (the consuming clients are threads 0..clients-1)."""
+    return isinstance(thread, int) and thread >= opts.clients
+
+
+def send_mops(mops: Sequence[Sequence[Any]], send: Callable[[str, int, int], int]) -> dict[str, Any]:
+    """Run a send op's micro-ops in order with `send(topic, partition, value) -> offset`: ok
+    with every offset; `fail` only when the first one definitely did not happen; else `info`."""
+    out = []
+    for i, (_, k, v) in enumerate(mops):
+        topic, part = split_key(k)
+        try:
+            off = send(topic, part, v)
+        except ClientError as e:
+            if e.send_outcome().definite and i == 0:
+                return {"type": "fail", "error": str(e)}
+            return {"type": "info", "error": str(e)}
+        out.append(["send", k, [off, v]])
+    return {"type": "ok", "value": out}
+
+
+class SenderPool:
+    """The send-only processes' shared producers, one per acks setting, opened by the first
+    process that needs one and closed when the last one holding it lets go."""
+
+    def __init__(self, open_sender: Callable[[str], Sender]):
+        self.open_sender = open_sender
+        self.senders: dict[str, tuple[Sender, int]] = {}
+        self.lock = threading.Lock()
+
+    def acquire(self, acks: str) -> Sender:
+        with self.lock:
+            sender, n = self.senders.get(acks) or (None, 0)
+            if sender is None:
+                sender = self.open_sender(acks)
+            self.senders[acks] = (sender, n + 1)
+            return sender
+
+    def release(self, acks: str) -> None:
+        with self.lock:
+            sender, n = self.senders[acks]
+            if n > 1:
+                self.senders[acks] = (sender, n - 1)
+                return
+            del self.senders[acks]
+        sender.close()
+
+
+class SendLane:
+    """A send-only process: its sends go through the pool's shared producers, so many are in
+    flight at once (one per process) without a producer and consumer per process."""
+
+    def __init__(self, pool: SenderPool, opts: WorkloadOptions):
+        self.pool = pool
+        self.opts = opts
+        self.held: dict[str, Sender] = {}
+
+    def invoke(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        if op["f"] != "send":
+            return {"type": "fail", "error": f"a send-only process does not {op['f']!r}"}
+        acks = op.get("acks") or ("all" if self.opts.acks == "mixed" else self.opts.acks)
+        if acks not in self.held:
+            self.held[acks] = self.pool.acquire(acks)
+        return send_mops(op["value"], self.held[acks].send)
+
+    def close(self) -> None:
+        for acks in list(self.held):
+            del self.held[acks]
+            self.pool.release(acks)
 
 
 class QueueClient:
@@ -139,19 +233,7 @@ class QueueClient:
         return {"type": "fail", "error": f"unknown f {f!r}"}
 
     def _send(self, op: Mapping[str, Any]) -> dict[str, Any]:
-        mops = op["value"]
-        out = []
-        for i, (_, k, v) in enumerate(mops):
-            topic, part = split_key(k)
-            try:
-                off = self.io(op.get("acks")).send(topic, part, v)
-            except ClientError as e:
-                oc = e.send_outcome()
-                if oc.definite and i == 0:
-                    return {"type": "fail", "error": str(e)}
-                return {"type": "info", "error": str(e)}
-            out.append(["send", k, [off, v]])
-        return {"type": "ok", "value": out}
+        return send_mops(op["value"], self.io(op.get("acks")).send)
 
     def _poll(self, op: Mapping[str, Any]) -> dict[str, Any]:
         if not self.assigned:
@@ -204,8 +286,18 @@ class QueueWorkload(BaseWorkload):
     def __init__(self, opts: WorkloadOptions | None = None):
         super().__init__(opts)
         self.tracker = OffsetTracker()
+        self.sender_pool: SenderPool | None = None
 
-    def client(self, thread: int, process: int, bootstrap: str) -> QueueClient:
+    def send_lanes(self) -> int:
+        return self.opts.in_flight
+
+    def client(self, thread: int, process: int, bootstrap: str) -> QueueClient | SendLane:
+        if is_send_lane(thread, self.opts):
+            if self.sender_pool is None:
+                o = self.opts
+                self.sender_pool = SenderPool(lambda acks: open_sender(
+                    o.client_lib, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}"))
+            return SendLane(self.sender_pool, self.opts)
         return QueueClient(self.io_factory(process, bootstrap), self.opts)
 
     def observe(self, event: Mapping[str, Any]) -> None:
@@ -232,7 +324,13 @@ class QueueWorkload(BaseWorkload):
 
         per_thread = gen.concat({"f": "assign", "value": list(self.keys), "seek_to_beginning": True},
                                 gen.Fn(poll_until_read))
-        return gen.time_limit(self.opts.final_time_limit, gen.each_process(per_thread))
+        consuming = gen.on_threads(lambda t: not is_send_lane(t, self.opts), gen.each_process(per_thread))
+
+        def forget_reads(_ctx: Context) -> None:
+            tracker.restart_reads()
+            return None
+
+        return gen.time_limit(self.opts.final_time_limit, gen.concat(gen.Fn(forget_reads), consuming))
 
     def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
                 policies: Sequence[str] = ()) -> Any:

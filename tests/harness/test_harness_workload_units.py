@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness import generator as g
@@ -236,3 +236,44 @@ def test_final_read_back_reassigns_after_a_crash():
     assert [(e["process"], e["f"]) for e in h if e["type"] == "invoke"] == [
         (0, "assign"), (0, "poll"), (1, "assign"), (1, "poll")]
     assert wl.summary()["final_read_complete"]
+
+
+def _ok_sends(op):
+    if op["f"] == "send":
+        return {"type": "ok", "value": [["send", op["value"][0][1], [0, op["value"][0][2]]]]}
+    return "info" if op["f"] == "crash" else "ok"
+
+
+@given(clients=st.integers(1, 4), lanes=st.integers(0, 12), seed=st.integers(0, 2**16))
+@settings(max_examples=30, deadline=None)
+def test_send_lanes_only_send_and_consuming_clients_do_the_rest(clients, lanes, seed):
+    wl = make("queue", WorkloadOptions(topics=1, partitions=2, clients=clients, in_flight=lanes, crash_p=0.05))
+    threads = clients + wl.send_lanes()
+    h = simulate(g.limit(600, wl.generator()), threads, seed=seed, complete=_ok_sends)
+    invokes = [e for e in h if e["type"] == "invoke"]
+    lane_ops = Counter(e["f"] for e in invokes if e["process"] % threads >= clients)
+    assert set(lane_ops) <= {"send"}
+    assert lanes == 0 or lane_ops["send"] > 0
+    firsts = {}
+    for e in invokes:
+        if e["process"] % threads < clients:
+            firsts.setdefault(e["process"], e["f"])
+    assert set(firsts.values()) == {"assign"}  # a consuming process starts with an assign
+
+
+def test_the_final_read_back_reads_again_on_consuming_threads_only():
+    wl = make("queue", WorkloadOptions(topics=1, partitions=1, clients=2, in_flight=3, final_time_limit=5))
+    wl.observe({"type": "ok", "f": "send", "value": [["send", "queue0-0", [1, 5]]]})
+    wl.observe({"type": "ok", "f": "poll", "value": [["poll", {"queue0-0": [[0, 4], [1, 5]]}]]})
+    assert wl.tracker.all_read()  # read during the main phase: not enough for the final phase
+    polls = iter([{}, {"queue0-0": [[0, 4], [1, 5]]}])
+
+    def complete(op):
+        if op["f"] == "poll":
+            return {"type": "ok", "value": [["poll", next(polls, {})]]}
+        return "ok"
+
+    h = simulate(g.on_update(wl.observe, wl.final_generator()), 5, complete=complete)
+    invokes = [e for e in h if e["type"] == "invoke"]
+    assert {e["process"] for e in invokes} == {0, 1}
+    assert sum(e["f"] == "poll" for e in invokes) >= 2 and wl.summary()["final_read_complete"]
