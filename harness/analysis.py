@@ -43,13 +43,16 @@ def workload_options(options: Mapping[str, Any]) -> Any:
     return wo
 
 
-def history_stats(path: Path) -> dict[str, Any]:
-    """Events, torn lines and never-completed invokes of a history (one streaming pass)."""
+def history_stats(path: Path, nemesis: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Events, torn lines and never-completed invokes of a history (one streaming pass); the
+    nemesis events are appended to `nemesis` when given (the policy reads them)."""
     st = ReadStats()
     open_ops: set[Any] = set()
     n_ok = n_fail = n_info = 0
     for ev in read_events(path, st):
         if ev["process"] == "nemesis":
+            if nemesis is not None:
+                nemesis.append(ev)
             continue
         t = ev["type"]
         if t == "invoke":
@@ -84,14 +87,15 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
         options["workload"] = workload
     options.setdefault("workload", "queue")
     incomplete = test is None or test.get("end") is None
-    policy = choose(options, incomplete=incomplete)
     import workloads
 
     try:
         wl = workloads.make(options["workload"], workload_options(options))
     except ValueError as e:
         raise InputError(str(e), str(run_dir / "test.json")) from None
-    hstats = history_stats(hist)  # raises InputError for a malformed history
+    nemesis: list[dict[str, Any]] = []
+    hstats = history_stats(hist, nemesis)  # raises InputError for a malformed history
+    policy = choose(options, incomplete=incomplete, events=nemesis, keys=getattr(wl, "keys", ()))
     t0 = time.monotonic()
     analysis = None
     try:

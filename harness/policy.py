@@ -1,21 +1,28 @@
-"""The expected-anomaly policy: which of the checker's named policies a configuration gets.
+"""The expected-anomaly policy: which of the checker's named policies a run gets.
 
-`choose(options) -> Policy` is a pure function of the test options. It only picks *names*;
-what each name allows is defined once, by the queue checker's `checkers.queue.POLICIES`
-(docs/checkers-queue.md, "Policies"). Every pick carries the reason this configuration needs
-it; the report shows them, and `allowed` (the union) is what the checker is given.
+`choose(options, events=...) -> Policy` is a pure function of the test options and the
+history's nemesis events (fault events and `cluster-state` observations). It only picks
+*names*; what each name allows is defined once, by the queue checker's
+`checkers.queue.POLICIES` (docs/checkers-queue.md, "Policies"). Every pick carries the rule
+that made it, the reason, and the fault events behind it; the report shows them, and
+`allowed` (the union) is what the checker is given.
 
-Rules (reasoning in docs/harness.md, "Expected-anomaly policy"):
+Loss is allowed only where the protocol makes no promise (reasoning in docs/harness.md,
+"Expected-anomaly policy"):
 - acks=1 (or a per-op mix) -> `acks1`: a leader acknowledges before any follower has the
   record, and a failover truncates acknowledged records nobody could read yet;
-- acks=all with min ISR < 2 -> `min-isr1`: the ISR may shrink to the leader, which then
+- min ISR < 2 (or RF 1) -> `min-isr1`: the ISR may shrink to the leader, which then
   acknowledges and commits alone; losing its copy loses records consumers read;
 - unclean leader election on (`--unclean-election`) -> `unclean-election`: an out-of-sync
   replica may be elected, truncating committed records (as with min ISR 1);
-- power loss without a flush per message -> `power-loss-unflushed`: replicas that lose
-  power together drop committed records that were only in their page caches;
+- more lossy shutdowns of one partition's replicas at once than min.insync.replicas - 1
+  (seed 002, 5.1-5.2: the ELR's bound; counted by `harness.lossy` from the fault events and
+  the observed ISRs) -> `power-loss-unflushed`. The queue checker takes one allowed set for
+  all partitions, so the allowance then covers every partition; the pick names the
+  partitions and events that exceeded the bound;
 - the harness stopped before the final read-back (killed) -> `final-read-deadline`;
-- otherwise (acks=all, min ISR >= 2, no unflushed power loss) `strict`: nothing.
+- otherwise `strict`: nothing. Power loss of at most min.insync.replicas - 1 replicas of
+  each partition at a time, a flush per message, corruption or a wipe of one replica: strict.
 Switching a broker safeguard off allows nothing more: finding the bug it guards against is
 the point of such a run.
 
@@ -26,28 +33,34 @@ workload (linearizability) every policy that admits lost writes (`LOSSY_POLICIES
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.queue.policy import LOSSY_POLICIES, POLICIES
+from harness.lossy import Durability, Loss, durability
 
 LINEARIZABLE_LOSS = "nonlinearizable"
+LOSSY_SHUTDOWNS = "power-loss-unflushed"  # the named policy for a partition over the ELR's bound
 
 
 @dataclass
 class Pick:
-    """One named policy of the checker and why this configuration needs it."""
+    """One named policy of the checker, the rule that picked it, why, and the fault events
+    that made it so (as `Loss.to_dict`; empty for rules of the configuration alone)."""
 
     name: str
     reason: str
     allows: list[str]
+    rule: str = "configuration"
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
 class Policy:
     picks: list[Pick] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # reasons that allow nothing (strict, safeguards)
+    durability: Durability | None = None  # the lossy-shutdown count, when the rule applied
 
     @property
     def name(self) -> str:
@@ -67,11 +80,20 @@ class Policy:
     def reasons(self) -> list[str]:
         return [f"{p.name}: {p.reason}" for p in self.picks] + self.notes
 
+    @property
+    def rule(self) -> str:
+        """Which rules applied, in one line (`strict` when none allows anything)."""
+        return "; ".join(f"{p.rule} -> {p.name}" for p in self.picks) or "strict"
+
     def to_dict(self) -> dict[str, Any]:
-        """results.json's `policy`: name, allowed, reasons (one line per pick, then the notes),
-        notes, and `policies`: each pick with its reason and what it allows."""
-        return {"name": self.name, "allowed": self.allowed, "reasons": self.reasons, "notes": self.notes,
-                "policies": [{"name": p.name, "reason": p.reason, "allows": p.allows} for p in self.picks]}
+        """results.json's `policy`: name, rule, allowed, reasons (one line per pick, then the
+        notes), notes, `policies` (each pick with its rule, reason, what it allows and its fault
+        events) and `durability` (`harness.lossy.Durability.to_dict`, or null)."""
+        return {"name": self.name, "rule": self.rule, "allowed": self.allowed, "reasons": self.reasons,
+                "notes": self.notes,
+                "policies": [{"name": p.name, "rule": p.rule, "reason": p.reason, "allows": p.allows,
+                              "events": p.events} for p in self.picks],
+                "durability": None if self.durability is None else self.durability.to_dict()}
 
 
 def _flush_per_message(flush_policy: Any) -> bool:
@@ -85,43 +107,87 @@ def _types(checker: str, name: str) -> list[str]:
     return [LINEARIZABLE_LOSS] if name in LOSSY_POLICIES else []
 
 
-def choose(options: Mapping[str, Any], *, incomplete: bool = False) -> Policy:
-    """The policy for a test's options (see the module docstring). `incomplete`: the harness
-    stopped before the final read-back (killed), so acknowledged sends may never have been
-    read."""
+def _configuration(options: Mapping[str, Any], isr: int) -> list[tuple[str, str, str]]:
+    """(name, rule, reason) of the picks the configuration alone makes."""
+    acks = str(options.get("acks", "all"))
+    out = []
+    if acks in ("1", "mixed"):
+        out.append(("acks1", f"acks={acks}", f"acks={acks}: the leader acknowledges a record before any "
+                    "follower has it, so a leader failover truncates acknowledged records that no consumer "
+                    "could read yet (they were above the high watermark)"))
+    if isr < 2:
+        out.append(("min-isr1", f"min ISR {isr}", f"min ISR {isr}: the ISR may shrink to the leader, which then "
+                    "acknowledges and commits records alone; losing its copy loses records consumers have read"))
+    if options.get("unclean_election"):
+        out.append(("unclean-election", "unclean election on", "unclean leader election on "
+                    "(--unclean-election): an out-of-sync replica may be elected and the others truncate to "
+                    "it, losing records consumers have read"))
+    return out
+
+
+def _describe(x: Loss) -> str:
+    return f"{x.node} by {x.f} (event {x.index} at {x.time / 1e9:.2f} s)"
+
+
+def _exceeded_reason(d: Durability) -> str:
+    groups: dict[tuple[tuple[int, str], ...], list[str]] = {}  # partitions over the bound by the same events
+    for k, v in sorted(d.exceeded.items()):
+        groups.setdefault(tuple((x.index, x.node) for x in v), []).append(k)
+    parts = []
+    for keys in groups.values():
+        v = d.exceeded[keys[0]]
+        parts.append(f"{', '.join(keys)}: {len(v)} replicas lost data at once ({'; '.join(map(_describe, v))})")
+    how = ("per the observed ISRs" if d.observed else
+           "no cluster-state observations: counted only while the earlier ones could not have rejoined")
+    return (f"more lossy unclean shutdowns of one partition's replicas at once than min.insync.replicas-1 = "
+            f"{d.bound}, so the protocol promises nothing for them (seed 002, 5.1.2) ({how}): "
+            + " | ".join(parts) + ". The queue checker takes one allowed set, so the allowance covers "
+            "every partition")
+
+
+def _within_note(d: Durability) -> str:
+    hit = ", ".join(f"{k}: {n}" for k, n in sorted(d.peak.items())) or "none"
+    how = "" if d.observed else (" (no cluster-state observations: a replica counts as back once it could "
+                                 "have rejoined, which never hides a bug)")
+    return (f"{len(d.losses)} lossy unclean shutdown(s) ({'; '.join(map(_describe, d.losses))}); at most "
+            f"{max(d.peak.values(), default=0)} replica(s) of a partition lost data at once (per partition: "
+            f"{hit}), within min.insync.replicas-1 = {d.bound}{how}: with acks=all the ELR promises no "
+            "acknowledged write is lost")
+
+
+def choose(options: Mapping[str, Any], *, incomplete: bool = False,
+           events: Sequence[Mapping[str, Any]] | None = None, keys: Sequence[str] = ()) -> Policy:
+    """The policy of a run (see the module docstring). `events`: the history's nemesis events in
+    order (None: unknown, so no fault event allows anything); `keys`: the workload's partitions;
+    `incomplete`: the harness stopped before the final read-back (killed), so acknowledged sends
+    may never have been read."""
     workload = options.get("workload", "queue")
     if workload == "noop":
         return Policy(notes=["the no-op workload has nothing to lose"])
     checker = "linearizable" if workload == "log" else "queue"
-    acks = str(options.get("acks", "all"))
     isr = min(int(options.get("min_isr", 2) or 1), int(options.get("rf", 3) or 1))
-    nemesis = list(options.get("nemesis") or [])
-    wanted: list[tuple[str, str]] = []
-    if acks in ("1", "mixed"):
-        wanted.append(("acks1", f"acks={acks}: the leader acknowledges a record before any follower has "
-                                "it, so a leader failover truncates acknowledged records that no consumer "
-                                "could read yet (they were above the high watermark)"))
-    elif isr < 2:
-        wanted.append(("min-isr1", f"acks=all with min ISR {isr}: the ISR may shrink to the leader, which then "
-                                   "acknowledges and commits records alone; losing its copy loses records "
-                                   "consumers have read"))
-    if options.get("unclean_election"):
-        wanted.append(("unclean-election", "unclean leader election on (--unclean-election): an out-of-sync "
-                                           "replica may be elected and the others truncate to it, losing "
-                                           "records consumers have read"))
-    if "power-loss" in nemesis and not _flush_per_message(options.get("flush_policy")):
-        wanted.append(("power-loss-unflushed", "power loss without a flush per message: replicas that lose "
-                                               "power together drop records, committed or not, that were "
-                                               "only in their page caches"))
-    if incomplete and checker == "queue":
-        wanted.append(("final-read-deadline", "the harness stopped before the final read-back: acknowledged "
-                                              "sends may not have been read yet"))
-    picks = [Pick(n, why, _types(checker, n)) for n, why in wanted]
+    picks = [Pick(n, why, _types(checker, n), rule) for n, rule, why in _configuration(options, isr)]
     notes = []
+    d = None
+    if events is not None:
+        d = durability(events, min_isr=isr, nemesis=list(options.get("nemesis") or []),
+                       flush_every=_flush_per_message(options.get("flush_policy")), keys=keys,
+                       all_hold_all=int(options.get("rf", 3) or 1) >= int(options.get("nodes", 5) or 1))
+        if d.exceeded and isr >= 2:
+            evs = sorted({x.index: x for v in d.exceeded.values() for x in v}.values(), key=lambda x: x.index)
+            picks.append(Pick(LOSSY_SHUTDOWNS, _exceeded_reason(d), _types(checker, LOSSY_SHUTDOWNS),
+                              "more concurrent lossy shutdowns than min ISR - 1 in " + ", ".join(sorted(d.exceeded)),
+                              [x.to_dict() for x in evs]))
+        elif d.losses and isr >= 2:
+            notes.append(_within_note(d))
+    if incomplete and checker == "queue":
+        picks.append(Pick("final-read-deadline", "the harness stopped before the final read-back: acknowledged "
+                          "sends may not have been read yet", _types(checker, "final-read-deadline"),
+                          "final read not done"))
     if not picks:
-        notes.append("acks=all with min ISR >= 2 and no power loss that can drop unflushed data: no "
-                     "acknowledged write may be lost, no anomaly is allowed")
+        notes.append("acks=all with min ISR >= 2, no unclean election, no partition over the ELR's bound of "
+                     "lossy shutdowns: no acknowledged write may be lost, no anomaly is allowed")
     if options.get("safeguards_off"):
         notes.append("safeguards switched off (" + ", ".join(options["safeguards_off"]) +
                      "): nothing more is allowed; the run is meant to find the bug they guard against")
-    return Policy(picks, notes)
+    return Policy(picks, notes, d)

@@ -223,6 +223,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     from harness.analysis import check_run, render_outputs, workload_options
     from nemesis.core import FaultOp, Nemesis
     from nemesis.guard import always_heal
+    from nemesis.observer import ClusterObserver
     from nemesis.schedule import final_ops
     from nemesis.schedule import prepare as prepare_faults
     from nemesis.targets import KafkaMetadata
@@ -251,6 +252,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     topics = wl.topics()
     pkgs = fault_packages(o.nemesis, topics)
     history: HistoryWriter | None = None  # opened when the workload starts: time 0 is its start
+    observer = None  # nemesis.observer.ClusterObserver: cluster-state events while the workload runs
     error: str | None = None
     cluster = None
     try:
@@ -275,6 +277,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
                               config=topic_config(o), timeout=60)
             history = HistoryWriter(run_dir / "history.jsonl")
             nem.history = history
+            observer = ClusterObserver(KafkaMetadata(db.bootstrap_servers(), timeout=2.0),
+                                       {n.name: n.address for n in cluster.nodes}, history).start()
             timings.lap("setup")
             _preload_reporting()
 
@@ -337,6 +341,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
             test["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
             if hasattr(wl, "summary"):
                 test["workload_summary"] = wl.summary()
+            observer.stop()
+            test["observer"] = observer.stats.to_dict()
             progress.phase("teardown")
             errs = nem.teardown()
             errs += collecting.finish(cluster.nodes, str(run_dir / "nodes"))
@@ -353,6 +359,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
 
             traceback.print_exc()
     finally:
+        if observer is not None:
+            observer.stop()
         if history is not None:
             history.close()
         timings.lap("teardown")

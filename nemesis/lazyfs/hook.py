@@ -17,6 +17,9 @@ backend whose nodes have /dev/fuse, CAP_SYS_ADMIN and the project installed.
   broker, drop its unsynced data (a torn write keeps part of each file's last unsynced
   write), let the kernel forget the cached pages, restart the broker. Recorded with what
   was lost, per node.
+- `kill` records what each node's LazyFS dropped under `lost` (as `power-loss` does; empty
+  when `lose_on_kill` is off and a kill keeps the page cache), so a history says which kills
+  were lossy;
 - a heal (`lazyfs-sync` event): every node's LazyFS syncs and goes to pass-through mode, so
   the final phase of a test and the clean stop lose nothing. The next `power-loss` switches
   a node back to lazy mode.
@@ -188,6 +191,22 @@ def find_hook(db: Any) -> LazyFSHook | None:
     return None
 
 
+def _record_kill_losses(nemesis: Any, hook: LazyFSHook) -> None:
+    """Make the nemesis's `kill` record what each node's LazyFS dropped: `lost` {node: what
+    `power-loss` records}, empty when kills keep the page cache (`lose_on_kill` off). Once."""
+    plain = nemesis.handlers["kill"]
+    if getattr(plain, "records_lazyfs_losses", False):
+        return
+
+    def kill(spec: Any) -> dict[str, Any]:
+        rec = plain(spec)
+        rec["lost"] = {n: _summary(hook.last_loss.pop(n)) for n in rec.get("nodes", []) if n in hook.last_loss}
+        return rec
+
+    kill.records_lazyfs_losses = True  # type: ignore[attr-defined]
+    nemesis.register("kill", kill)
+
+
 def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions | None = None) -> LazyFSHook:
     """Add the LazyFS hook to `db` (once; before db.setup) and register `power-loss` and the
     lazyfs heal on `nemesis` (module docstring)."""
@@ -249,6 +268,7 @@ def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions 
                                            "final": True})
 
     nemesis.register("power-loss", power_loss)
+    _record_kill_losses(nemesis, hook)
     if not any(name == "lazyfs" for name, _ in nemesis.heals):
         nemesis.register_heal("lazyfs", heal)
     return hook

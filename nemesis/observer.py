@@ -1,0 +1,124 @@
+"""The cluster-state observer: what the cluster said about its leaders and ISRs, in the history.
+
+`ClusterObserver(metadata, addresses, sink)` polls `metadata` (a `nemesis.targets`
+MetadataSource, e.g. its own `KafkaMetadata` with a short timeout) every `interval` s on a
+daemon thread, and appends to `sink` (the HistoryWriter) one event whenever the observed
+state differs from the last one appended:
+
+    {"process": "nemesis", "type": "info", "f": "cluster-state",
+     "value": {"controller": "n1" | null,
+               "partitions": {"queue0-0": {"leader": "n2" | null, "isr": ["n1", "n2", "n3"],
+                                           "replicas": ["n1", "n2", "n3"]}, ...}}}
+
+Node names are the cluster's (broker ids are mapped by address, as `nemesis.targets` does;
+an id once seen keeps its name, so a fenced broker that the metadata no longer lists is still
+named; an id never seen is `broker:<id>`); keys are the workloads' `topic-partition`
+(`workloads.base.key_of`); internal topics (`__*`) are left out. A leader or controller of -1
+is null; ISR and replica lists are in the metadata's order.
+
+Contracts: the observer never blocks its caller (one daemon thread; a poll that fails or
+times out is counted and skipped, nothing is appended for it); `stop()` is idempotent and
+returns within about the metadata timeout. Consumers of the history treat these events as
+observations, not faults: `harness.history.fault_windows` skips them (no start-/stop- name),
+the checkers keep nemesis events apart from client ops, and `harness.lossy` reads them to
+tell when a replica was back in the ISR.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from nemesis.core import EventSink
+from nemesis.targets import Metadata, MetadataSource
+
+CLUSTER_STATE = "cluster-state"
+
+
+@dataclass
+class ObserverStats:
+    """How the polling went: polls made, polls that failed, events appended, the last error."""
+
+    polls: int = 0
+    failed: int = 0
+    events: int = 0
+    last_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"polls": self.polls, "failed": self.failed, "events": self.events, "last_error": self.last_error}
+
+
+def _name(ids: dict[int, str], broker_id: int) -> str:
+    return ids.get(broker_id, f"broker:{broker_id}")
+
+
+def state_of(md: Metadata, ids: dict[int, str]) -> dict[str, Any]:
+    """The event value for `md`; `ids` (broker id -> node name) is used and not changed."""
+    parts = {}
+    for (topic, p), info in sorted(md.partitions.items()):
+        if topic.startswith("__"):
+            continue
+        parts[f"{topic}-{p}"] = {"leader": None if info.leader < 0 else _name(ids, info.leader),
+                                 "isr": [_name(ids, b) for b in info.isrs],
+                                 "replicas": [_name(ids, b) for b in info.replicas]}
+    ctrl = None if md.controller_id is None or md.controller_id < 0 else _name(ids, md.controller_id)
+    return {"controller": ctrl, "partitions": parts}
+
+
+class ClusterObserver:
+    """See the module docstring. `addresses`: node name -> address (the brokers' hosts)."""
+
+    def __init__(self, metadata: MetadataSource, addresses: Mapping[str, str], sink: EventSink,
+                 interval: float = 0.5):
+        self.metadata = metadata
+        self.by_address = {a: n for n, a in addresses.items()}
+        self.sink = sink
+        self.interval = interval
+        self.stats = ObserverStats()
+        self.ids: dict[int, str] = {}
+        self._last: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> dict[str, Any] | None:
+        """One poll: the event appended, or None (unchanged, or the metadata call failed)."""
+        self.stats.polls += 1
+        try:
+            md = self.metadata()
+        except Exception as e:  # noqa: BLE001 - brokers being down is what faults do
+            self.stats.failed += 1
+            self.stats.last_error = f"{type(e).__name__}: {e}"[:200]
+            return None
+        for bid, host in md.brokers.items():
+            if host in self.by_address:
+                self.ids[bid] = self.by_address[host]
+        value = state_of(md, self.ids)
+        if value == self._last or self._stop.is_set():
+            return None
+        try:
+            ev = self.sink.append({"process": "nemesis", "type": "info", "f": CLUSTER_STATE, "value": value})
+        except ValueError as e:  # the history was closed under a late poll: nothing more to record
+            self.stats.last_error = f"append: {e}"
+            return None
+        self._last = value
+        self.stats.events += 1
+        return ev
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll()
+            self._stop.wait(self.interval)
+
+    def start(self) -> ClusterObserver:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="cluster-observer", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop polling and wait (at most `timeout` s) for the thread to end."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
