@@ -17,8 +17,8 @@
 
 Every time axis is seconds since the history started; fault windows (start-X/stop-X,
 kill/start, pause/resume nemesis events) are shaded with one legend entry per fault kind,
-and other nemesis events (clock samples aside) are thin dashed lines. `analysis` (a
-`checkers.queue.QueueAnalysis`, e.g. the one the check made) avoids analysing the history
+and other nemesis events (clock samples and `cluster-state` observations aside) are thin
+dashed lines. `analysis` (a `checkers.queue.QueueAnalysis`, e.g. the one the check made) avoids analysing the history
 again; without it the file is read and, for queue histories, analysed once. Series with more than
 `max_points` points are thinned for drawing (every failure and indeterminate op is kept).
 Returns the names of the plots written.
@@ -128,7 +128,8 @@ class _Context:
                 in_window.add(id(w.stop_event))
         marked: set[str] = set()
         for ev in self.an.nemesis:
-            if ev.get("type") == "invoke" or id(ev) in in_window or _clock_sample(ev) is not None:
+            if (ev.get("type") == "invoke" or id(ev) in in_window or _clock_sample(ev) is not None
+                    or ev.get("f") == "cluster-state"):  # observations (nemesis.observer), not faults
                 continue
             f = str(ev.get("f"))
             ax.axvline(ev.get("time", 0) / 1e9, color="#888888", ls="--", lw=0.8, zorder=0,

@@ -47,6 +47,7 @@ from broker.core.messages import (
     PartitionMetadata,
     ProduceRequest,
     ProduceResponse,
+    ReplicaTruncated,
     ShutdownComplete,
     TopicPartition,
 )
@@ -422,10 +423,13 @@ class Broker:
             min_isr = int(self.image.topic_config(tp.topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
             log = self._log_factory(tp)
             hwm = self._hwm_checkpoint.get(tp, 0)
+            leo = log.log_end_offset
             if not guards.on(sg.EPOCH_TRUNCATION):
                 log.truncate_to(hwm)  # pre-KIP-101: truncate to the checkpointed HW on restart
             settings = ReplicaSettings(self.id, self.config.replica_lag_time_max_ms, min_isr, guards)
             r = self.partitions[tp] = PartitionReplica(tp, log, settings, self._id, hwm)
+            if log.log_end_offset < leo:
+                r.truncations.append((leo, log.log_end_offset, "hwm-on-restart"))
             r.load_producer_state()
         ev = ReplicaEvents()
         r.apply_registration(reg, self.image, now, ev)
@@ -434,9 +438,13 @@ class Broker:
     # ------------------------------------------------------------ replica events
     @staticmethod
     def _drain_failures(r: PartitionReplica, acts: Actions) -> None:
+        """Storage failures and truncations of `r`, for the shell to log."""
         if r.failures:
             acts.other.extend(LogFailure(r.tp, op, err) for op, err in r.failures)
             r.failures.clear()
+        if r.truncations:
+            acts.other.extend(ReplicaTruncated(r.tp, a, b, why, r.leader_epoch, r.role) for a, b, why in r.truncations)
+            r.truncations.clear()
 
     def _flush(self, r: PartitionReplica, ev: ReplicaEvents, now: int, acts: Actions) -> None:
         self._drain_failures(r, acts)

@@ -349,6 +349,19 @@ class LogFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaTruncated:
+    """A replica's log was cut from `from_leo` to `to` (`reason`: see
+    broker/server/eventlog.py): the shell logs it, the run's report explains losses by it."""
+
+    tp: TopicPartition
+    from_leo: int
+    to: int
+    reason: str
+    leader_epoch: int
+    role: str
+
+
+@dataclass(frozen=True, slots=True)
 class DeletePartitionLog:
     """The partition's topic was deleted: the shell removes the replica's log."""
 

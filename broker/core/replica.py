@@ -109,6 +109,7 @@ class PartitionReplica:
         self.pending_produce: list[PendingProduce] = []
         self.fetch_backoff_until = 0
         self.failures: list[tuple[str, str]] = []  # (operation, error) of storage failures, drained by the Broker
+        self.truncations: list[tuple[int, int, str]] = []  # (from LEO, to, reason), drained by the Broker
         self.producers = ProducerStateTable()  # idempotent producers (broker/core/producers.py)
 
     def load_producer_state(self) -> None:
@@ -127,9 +128,12 @@ class PartitionReplica:
         except (*STORAGE_ERRORS, BatchError) as e:  # what was read stays; later producers count as unknown
             self._failed("producer state rebuild", e)
 
-    def _truncate(self, offset: int) -> None:
+    def _truncate(self, offset: int, reason: str) -> None:
+        leo = self.log.log_end_offset
         self.log.truncate_to(offset)
         self.producers.truncate(offset)
+        if self.log.log_end_offset < leo:
+            self.truncations.append((leo, self.log.log_end_offset, reason))
 
     def _failed(self, operation: str, e: BaseException) -> None:
         self.failures.append((operation, f"{type(e).__name__}: {e}"))
@@ -174,7 +178,7 @@ class PartitionReplica:
             if self.role == LEADER or new_epoch:
                 self._lose_leadership(ev, ErrorCode.not_leader_or_follower)
                 if new_epoch and not self.s.guards.on(sg.EPOCH_TRUNCATION):
-                    self._truncate(self.high_watermark)  # pre-KIP-101 becomeFollower
+                    self._truncate(self.high_watermark, "hwm-on-become-follower")  # pre-KIP-101 becomeFollower
                 self.fetch_backoff_until = 0
             self.role = FOLLOWER if reg.leader != NO_LEADER else OFFLINE
             self.leader_id = reg.leader
@@ -456,7 +460,7 @@ class PartitionReplica:
     def _apply_fetched(self, r: FetchPartitionResponse, now: int, backoff_ms: int) -> None:
         if r.error is ErrorCode.offset_out_of_range:
             if 0 <= r.log_end_offset < self.log.log_end_offset:
-                self._truncate(r.log_end_offset)
+                self._truncate(r.log_end_offset, "out-of-range")
                 self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
             else:
                 self.fetch_backoff_until = now + backoff_ms
@@ -466,7 +470,7 @@ class PartitionReplica:
             return
         if r.diverging_epoch is not None:  # KAFKA-14704: truncate, ignore records and HWM
             offset, _final = truncation_offset(self.log, r.diverging_epoch)
-            self._truncate(offset)
+            self._truncate(offset, "diverging-epoch")
             self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
             return
         if r.records:

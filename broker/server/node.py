@@ -60,6 +60,7 @@ from broker.core.messages import (
     MetadataFetchResponse,
     MetadataResponse,
     OffsetsForLeaderEpochResponse,
+    ReplicaTruncated,
     ShutdownComplete,
     TopicPartition,
 )
@@ -71,7 +72,9 @@ from broker.core.metadata import (
     encode_record,
     metadata_log_from_lines,
 )
+from broker.core.replica import LEADER
 from broker.logapi import STORAGE_ERRORS
+from broker.server.eventlog import election_kind, format_event
 from broker.server.groups import GroupCoordinator
 from broker.server.logstore import open_store
 from broker.server.offsets import OffsetStore
@@ -93,6 +96,14 @@ _ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse
 METADATA_FILE = "wrack-metadata.log"
 LINK_CHECK_MS = 1000
 OFFSETS_FILE = "wrack-consumer-offsets.log"
+
+
+def _boot_id() -> str:
+    """This kernel's boot id (nodes on one kernel share CLOCK_MONOTONIC), or "-"."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or "-"
+    except OSError:
+        return "-"
 
 
 class StartupError(Exception):
@@ -147,6 +158,7 @@ class Node:
     def __init__(self, settings: BrokerSettings, logger: logging.Logger) -> None:
         self.s = settings
         self.log = logger
+        self.events = logger.getChild("events")  # wrack.broker.events: broker/server/eventlog.py
         self.node_id = settings.node_id
         self.broker: Broker | None = None
         self.controller: Controller | None = None
@@ -196,6 +208,7 @@ class Node:
         loop = asyncio.get_running_loop()
         self.done = loop.create_future()
         now = self.now()
+        self._event("clock", boot_id=_boot_id())
         safeguards = sg.SafeguardSet(frozenset(s.safeguards_off))
         if s.safeguards_off:
             self.log.warning("safeguards OFF: %s", ", ".join(sorted(s.safeguards_off)))
@@ -329,16 +342,35 @@ class Node:
             r = record.registration
             self.log.info("controller: %s leader %d epoch %d isr %s elr %s%s", record.tp, r.leader, r.leader_epoch,
                           list(r.isr), list(r.elr), " RECOVERING" if r.leader_recovery_state else "")
+            prev = self.controller.image.partitions.get(record.tp) if self.controller is not None else None
+            self._event("partition-change", tp=record.tp, leader=r.leader, epoch=r.leader_epoch,
+                        prev_leader=-1 if prev is None else prev.leader,
+                        prev_epoch=-1 if prev is None else prev.leader_epoch,
+                        election=election_kind(prev, r), isr=r.isr, elr=r.elr)
 
     def _log_roles(self) -> None:
         """Log this broker's partition role changes (after its metadata moved)."""
         assert self.broker is not None
         for tp, r in self.broker.partitions.items():
             now = (r.role, r.leader_id, r.leader_epoch)
-            if self._roles.get(tp) != now:
+            before = self._roles.get(tp)
+            if before != now:
                 self._roles[tp] = now
                 self.log.info("%s: %s (leader %d, epoch %d), LEO %d, HWM %d", tp, r.role, r.leader_id, r.leader_epoch,
                               r.log.log_end_offset, r.high_watermark)
+                if before is None:
+                    self._event("replica-opened", tp=tp, leo=r.log.log_end_offset, hwm=r.high_watermark)
+                if r.role == LEADER:
+                    self._event("became-leader", tp=tp, epoch=r.leader_epoch, from_offset=r.leso,
+                                hwm=r.high_watermark, isr=r.isr)
+                else:
+                    self._event("became-follower", tp=tp, epoch=r.leader_epoch, leader=r.leader_id,
+                                leo=r.log.log_end_offset, hwm=r.high_watermark)
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        """One event line (broker/server/eventlog.py) for the run's report."""
+        if self.events.isEnabledFor(logging.INFO):
+            self.events.info("%s", format_event(kind, {"node": self.node_id, **fields}))
 
     # ------------------------------------------------------------ core calls
     def to_broker(self, src: int | str, msg: object, waiter: Callable[[Any], None] | None = None) -> None:
@@ -395,6 +427,9 @@ class Node:
                 self._delete_log(o.tp)
             elif isinstance(o, LogFailure):
                 self.log.error("%s: storage failure in %s: %s (answered KAFKA_STORAGE_ERROR)", o.tp, o.operation, o.error)
+            elif isinstance(o, ReplicaTruncated):
+                self._event("truncated", tp=o.tp, epoch=o.leader_epoch, role=o.role, from_leo=o.from_leo, to=o.to,
+                            reason=o.reason)
             elif isinstance(o, ShutdownComplete):
                 self._finish_broker_shutdown(o.broker_epoch, "controlled shutdown complete")
         if role == BROKER and self.broker is not None and self.broker.image.next_offset != self._image_offset:

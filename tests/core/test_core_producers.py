@@ -94,9 +94,9 @@ def test_followers_replicate_the_state_and_truncation_forgets_it():
     assert follower.log.log_end_offset == 3
     assert follower.producers.check(4, 0, 2, 2) == (ErrorCode.none, follower.producers.entries[4].batches[-1])
     assert follower.producers.check(4, 0, 3, 3) == (ErrorCode.none, None)
-    follower._truncate(2)
+    follower._truncate(2, "diverging-epoch")
     assert [b.last_seq for b in follower.producers.entries[4].batches] == [0, 1]
-    follower._truncate(0)
+    follower._truncate(0, "diverging-epoch")
     assert 4 not in follower.producers.entries  # unknown again
 
 

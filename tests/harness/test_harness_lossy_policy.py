@@ -264,3 +264,30 @@ def test_without_observations_the_count_never_exceeds_the_truth(steps, as_kill):
             r.add(tm, f, {"nodes": [n]})
     d = durability(r.events, min_isr=2, nemesis=["power-loss", "kill"], keys=["t-0"], all_hold_all=True)
     assert not d.observed and d.peak.get("t-0", 0) <= peak
+
+
+def test_checkers_ignore_cluster_state_events():
+    from checkers.linearizable.check import check_events
+    from checkers.queue import check
+
+    ops = [(0, "invoke", "send", [["send", "t-0", 1]]), (0, "ok", "send", [["send", "t-0", [0, 1]]]),
+           (1, "invoke", "send", [["send", "t-0", 2]]), (1, "ok", "send", [["send", "t-0", [1, 2]]]),
+           (0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {"t-0": [[0, 1], [1, 2]]}]])]
+    lost = ops[:4] + [(0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {"t-0": [[1, 2]]}]])]
+    state = Run().state(0, NODES).state(1, ["n1"]).events
+
+    def hist(rows, with_states):
+        out = []
+        for i, (p, t, f, v) in enumerate(rows):
+            if with_states and i < len(state):
+                out.append(dict(state[i]))
+            out.append({"process": p, "type": t, "f": f, "value": v})
+        return [{**e, "index": i, "time": i} for i, e in enumerate(out)]
+
+    for rows, valid in ((ops, True), (lost, False)):
+        plain, observed = check(hist(rows, False)), check(hist(rows, True))
+        assert plain["valid"] is valid and observed["valid"] is valid
+        assert plain["anomaly_types"] == observed["anomaly_types"]
+    reg = [(0, "invoke", "send", ["t-0", 1]), (0, "ok", "send", ["t-0", [0, 1]]),
+           (1, "invoke", "read", ["t-0", 0]), (1, "ok", "read", ["t-0", [0, 1]])]
+    assert check_events(hist(reg, True), "log")["valid"] is True
