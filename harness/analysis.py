@@ -119,8 +119,26 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if hstats["dropped_lines"] or incomplete:
         results["incomplete_run"] = True
+    if wl.checker == "queue" and results.get("anomaly_types"):
+        results["explanations"] = explain_run(run_dir, results, test or {}, options)
     store.write_json(run_dir / "results.json", results)
     return CheckedRun(results, analysis)
+
+
+def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any],
+                options: Mapping[str, Any]) -> dict[str, Any]:
+    """Why each anomalous offset was lost (`checkers.queue.explain` over the history and the
+    nodes' event lines, `harness.nodelogs`); an explanation that fails is noted, never raised."""
+    from checkers.queue.explain import explain
+    from harness.nodelogs import read_node_events
+
+    try:
+        ne = read_node_events(run_dir, dict(test))
+        out = explain(read_events(run_dir / "history.jsonl"), ne.events, dict(results), dict(options))
+        out["clock"] = ne.clock
+        return out
+    except Exception as e:  # noqa: BLE001 - a missing explanation must not cost the verdict
+        return {"error": f"{type(e).__name__}: {e}", "explained": [], "counts": {}}
 
 
 def render_outputs(run_dir: Path, test: Mapping[str, Any] | None = None, analysis: Any = None) -> list[str]:

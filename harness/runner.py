@@ -43,6 +43,7 @@ from harness import interpreter, store
 from harness.errors import InputError, exit_code_for
 from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op
 from harness.history import HistoryWriter
+from harness.nodelogs import clock_anchor
 from harness.progress import Progress
 
 ACKS = ("all", "1", "mixed")
@@ -276,6 +277,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
                 create_topics(db.bootstrap_servers(), topics, replication_factor=o.rf,
                               config=topic_config(o), timeout=60)
             history = HistoryWriter(run_dir / "history.jsonl")
+            test["history_start"] = clock_anchor(history.start_ns)  # node log times -> history time
+            store.write_json(run_dir / "test.json", test)
             nem.history = history
             observer = ClusterObserver(KafkaMetadata(db.bootstrap_servers(), timeout=2.0),
                                        {n.name: n.address for n in cluster.nodes}, history).start()

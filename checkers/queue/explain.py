@@ -1,0 +1,586 @@
+"""Why an offset was lost: the story of each anomalous offset, from the history and node events.
+
+`explain(events, node_events, result, options)` is a pure function. For every offset the
+queue checker's examples cite as lost or inconsistent (lost-write, inconsistent-offsets,
+unseen, nonmonotonic-poll and -send and their `int-` forms) it tells:
+
+- the ack: the send op that was told the offset, when, and which node acknowledged it (the
+  node that led the partition in its own view at that time, from `became-leader` events,
+  a node that was killed, paused or restarted since counting as no longer leading; when
+  two nodes both believed they led, the one that later truncated the offset; without node
+  events, the leader of the observed metadata, `cluster-state`), in which leader epoch,
+  and the ISR then;
+- what followed: the faults (nemesis events), elections of the partition (`partition-change`
+  at the controller, `became-leader` at the new leader, which says where its log ended:
+  a leader whose log ended at or below the offset never had the record), truncations of the
+  offset (`truncated`, or a node that held it coming back from a restart with a shorter log),
+  and later acks of other values at the same offset;
+- the rules it matches: the configuration (acks=1, min.insync.replicas=1, unclean
+  election, unflushed data and power loss) and the safeguards switched off
+  (`broker.core.safeguards.REGISTRY`), each with the evidence the story shows, or that
+  no rule of the configuration allows the loss.
+
+Inputs. `events`: history event dicts in order (DESIGN.md), including nemesis events and
+the observer's `cluster-state` events (`{"controller", "partitions": {tp: {"leader",
+"isr", "replicas"}}}`). `node_events`: dicts `{"time": ns on the history's clock, "node":
+name, "event": kind, ...}` with the fields of broker/server/eventlog.py, broker ids
+already turned into node names (`harness.nodelogs` reads them). `result`: the queue
+checker's result. `options`: the run's test options (`acks`, `min_isr`,
+`safeguards_off`, `unclean_election`, `flush_policy`).
+
+Output: `{"explained": [...], "counts": {...}, "first_anomaly_time": s}`; at most `limit`
+offsets are explained (round-robin over anomaly types, so each type gets some), the rest
+are counted. Times are seconds since the workload started.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.core.safeguards import REGISTRY
+from checkers.queue.policy import POLICIES
+
+LIMIT = 20
+TIMELINE_MAX = 14
+KIND_ORDER = ("lost-write", "inconsistent-offsets", "nonmonotonic-poll", "int-nonmonotonic-poll",
+              "nonmonotonic-send", "int-nonmonotonic-send", "unseen")
+DOWN_FAULTS = ("kill", "power-loss", "pause", "restart", "remove-node")
+LEADER_EVENTS = ("became-leader", "became-follower", "replica-opened")
+
+CONFIG_RULES = {
+    "acks=1": "acks=1: the leader acknowledges a record before any follower has it; a failover to a "
+              "follower that never fetched it truncates it (the record was never committed, so the "
+              "protocol makes no promise about it).",
+    "min.insync.replicas=1": "min.insync.replicas=1: the ISR may shrink to the leader, which then "
+                             "acknowledges and commits alone; a record only it held is lost with its copy.",
+    "unclean-election": "unclean.leader.election.enable=true: when no in-sync replica is live, an "
+                        "out-of-sync replica may be elected, and what it never had is truncated away.",
+    "unflushed-power-loss": "flush policy not per message: an acknowledged record may still be only in "
+                            "the page cache; a power loss drops it. The protocol's promise holds while at "
+                            "most min.insync.replicas-1 replicas of a partition lose power together.",
+}
+NO_RULE = ("No rule of this configuration allows losing an acknowledged record: with acks=all, "
+           "min.insync.replicas >= 2 and every safeguard on, the record was on min.insync.replicas "
+           "replicas before the ack. This is a bug.")
+
+
+@dataclass
+class Target:
+    """One anomalous offset (or, while its offset is unknown, one value) of a key."""
+
+    key: str
+    offset: int | None
+    value: Any = None
+    kinds: list[str] = field(default_factory=list)
+    ops: list[int] = field(default_factory=list)
+    send_op: int | None = None
+
+
+@dataclass
+class Ack:
+    """A send micro-op's completion: who was told which offset, when."""
+
+    op: int
+    process: Any
+    time: int
+    type: str
+    key: str
+    offset: int | None
+    value: Any
+
+
+# ------------------------------------------------------------------------- targets
+def targets_of(result: dict[str, Any]) -> tuple[list[Target], int]:
+    """The offsets to explain, in explanation order (round-robin over anomaly types), and
+    how many distinct ones the examples cite in all."""
+    per_kind: dict[str, list[Target]] = {}
+    for kind in KIND_ORDER:
+        for ex in (result.get("anomalies") or {}).get(kind) or []:
+            per_kind.setdefault(kind, []).extend(_example_targets(kind, ex))
+    merged: dict[tuple[str, str, Any], Target] = {}
+    order: list[tuple[str, str, Any]] = []
+    queues = [list(per_kind.get(k, [])) for k in KIND_ORDER]
+    while any(queues):
+        for q in queues:
+            if not q:
+                continue
+            t = q.pop(0)
+            ident = (t.key, "o", t.offset) if t.offset is not None else (t.key, "v", t.value)
+            if ident in merged:
+                m = merged[ident]
+                m.kinds += [k for k in t.kinds if k not in m.kinds]
+                m.ops += [i for i in t.ops if i not in m.ops]
+                m.value = m.value if m.value is not None else t.value
+                m.send_op = m.send_op if m.send_op is not None else t.send_op
+            else:
+                merged[ident] = t
+                order.append(ident)
+    return [merged[i] for i in order], len(order)
+
+
+def _example_targets(kind: str, ex: dict[str, Any]) -> list[Target]:
+    key, ops = ex.get("key"), [i for i in ex.get("ops") or [] if isinstance(i, int)]
+    if not isinstance(key, str):
+        return []
+    if kind == "lost-write":
+        return [Target(key, ex.get("offset"), ex.get("value"), [kind], ops, ops[0] if ops else None)]
+    if kind == "inconsistent-offsets":
+        return [Target(key, ex.get("offset"), None, [kind], ops)]
+    if kind == "unseen":
+        return [Target(key, None, v, [kind], [op], op) for v, op in zip(ex.get("values") or [], ops, strict=False)]
+    offs = ex.get("offsets") or []
+    if not offs:
+        return []
+    send_op = ops[0] if kind.endswith("send") and ops else None
+    return [Target(key, offs[0], None, [kind], ops, send_op)]
+
+
+# ------------------------------------------------------------------------- the pass
+@dataclass
+class _Seen:
+    acks: list[Ack] = field(default_factory=list)
+    op_time: dict[int, int] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    states: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (time, cluster-state value)
+
+
+def _scan(events: Iterable[dict[str, Any]], targets: list[Target]) -> _Seen:
+    """One pass: the sends to the targets' offsets or values, cited op times, nemesis events."""
+    want_off = {(t.key, t.offset) for t in targets if t.offset is not None}
+    want_val = {(t.key, t.value) for t in targets if t.value is not None}
+    want_ops = {i for t in targets for i in t.ops}
+    seen = _Seen()
+    for ev in events:
+        if ev.get("process") == "nemesis":
+            if ev.get("f") == "cluster-state":
+                if isinstance(ev.get("value"), dict):
+                    seen.states.append((ev["time"], ev["value"]))
+            else:
+                seen.faults.append(ev)
+            continue
+        typ = ev.get("type")
+        if typ == "invoke":
+            continue
+        idx = ev.get("index")
+        if idx in want_ops:
+            seen.op_time[idx] = ev["time"]
+        if ev.get("f") not in ("send", "txn") or typ not in ("ok", "info") or not isinstance(ev.get("value"), list):
+            continue
+        for mop in ev["value"]:
+            a = _send_mop(mop, ev)
+            if a is not None and ((a.key, a.offset) in want_off or (a.key, a.value) in want_val or a.op in want_ops):
+                seen.acks.append(a)
+    return seen
+
+
+def _send_mop(mop: Any, ev: dict[str, Any]) -> Ack | None:
+    if not (isinstance(mop, list) and len(mop) == 3 and mop[0] == "send"):
+        return None
+    x = mop[2]
+    if isinstance(x, list) and len(x) == 2:
+        off = x[0] if isinstance(x[0], int) and x[0] >= 0 else None
+        return Ack(ev["index"], ev.get("process"), ev["time"], ev["type"], mop[1], off, x[1])
+    return Ack(ev["index"], ev.get("process"), ev["time"], ev["type"], mop[1], None, x)
+
+
+# ------------------------------------------------------------------------- the cluster's story
+class Story:
+    """What the node events, faults and cluster states say about each partition over time."""
+
+    def __init__(self, node_events: list[dict[str, Any]], faults: list[dict[str, Any]],
+                 states: list[tuple[int, dict[str, Any]]]):
+        self.events = sorted(node_events, key=lambda e: e.get("time", 0))
+        self.faults = faults
+        self.states = states
+        self.state_times = [t for t, _ in states]
+        self.down: dict[str, list[int]] = {}  # node -> times its process stopped (or froze) or restarted
+        for f in faults:
+            if f.get("f") in DOWN_FAULTS:
+                for n in _nodes_of(f.get("value")):
+                    self.down.setdefault(n, []).append(f["time"])
+        for e in self.events:
+            if e["event"] == "clock":
+                self.down.setdefault(e["node"], []).append(e["time"])
+        for v in self.down.values():
+            v.sort()
+
+    def of(self, tp: str, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("tp") == tp and e["event"] in kinds]
+
+    def leaders_at(self, tp: str, t: int) -> list[dict[str, Any]]:
+        """The `became-leader` events of nodes that believed they led `tp` at time t."""
+        last: dict[str, dict[str, Any]] = {}
+        for e in self.of(tp, LEADER_EVENTS):
+            if e["time"] > t:
+                break
+            last[e["node"]] = e
+        out = []
+        for node, e in last.items():
+            if e["event"] == "became-leader" and not any(e["time"] < d <= t for d in self.down.get(node, ())):
+                out.append(e)
+        return out
+
+    def state_at(self, tp: str, t: int) -> dict[str, Any] | None:
+        """The partition in the last observed cluster state at or before t."""
+        i = bisect_right(self.state_times, t)
+        if i == 0:
+            return None
+        p = (self.states[i - 1][1].get("partitions") or {}).get(tp)
+        return p if isinstance(p, dict) else None
+
+    def isr_at(self, tp: str, t: int) -> list[str] | None:
+        changes = [e for e in self.of(tp, ("partition-change", "became-leader")) if e["time"] <= t and "isr" in e]
+        if changes:
+            return list(changes[-1].get("isr") or [])
+        st = self.state_at(tp, t)
+        return list(st.get("isr") or []) if st else None
+
+    def elections(self, tp: str, after: int) -> list[dict[str, Any]]:
+        """Leader changes of tp after `after`: {time, node, epoch, from_offset, election, isr}."""
+        out: dict[Any, dict[str, Any]] = {}
+        for e in self.of(tp, ("partition-change",)):
+            if e["time"] > after and e.get("election") not in ("none", "initial", None):
+                out[e.get("epoch")] = {"time": e["time"], "node": e.get("leader"), "epoch": e.get("epoch"),
+                                       "from_offset": None, "election": e.get("election"), "isr": e.get("isr")}
+        for e in self.of(tp, ("became-leader",)):
+            if e["time"] > after:
+                el = out.setdefault(e.get("epoch"), {"time": e["time"], "node": e["node"], "epoch": e.get("epoch"),
+                                                     "election": None, "isr": e.get("isr")})
+                el["from_offset"] = e.get("from_offset")
+                el["time"] = min(el["time"], e["time"])
+        if not self.events:  # no node events: leader changes in the observed metadata
+            prev = (self.state_at(tp, after) or {}).get("leader")
+            for t, st in self.states:
+                p = (st.get("partitions") or {}).get(tp) or {}
+                if t > after and p.get("leader") != prev:
+                    prev = p.get("leader")
+                    out[("cs", t)] = {"time": t, "node": prev, "epoch": None, "from_offset": None,
+                                      "election": "leaderless" if prev is None else None, "isr": p.get("isr")}
+        return sorted(out.values(), key=lambda x: x["time"])
+
+
+def _nodes_of(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        value = value.get("nodes")
+    if isinstance(value, str):
+        return [value]
+    return [n for n in value if isinstance(n, str)] if isinstance(value, list) else []
+
+
+# ------------------------------------------------------------------------- one offset
+def explain(events: Iterable[dict[str, Any]], node_events: list[dict[str, Any]], result: dict[str, Any],
+            options: dict[str, Any], *, limit: int = LIMIT) -> dict[str, Any]:
+    """The explanations of a checked run (see the module docstring)."""
+    targets, total = targets_of(result)
+    chosen = targets[:limit]
+    seen = _scan(events, chosen)
+    story = Story(node_events, seen.faults, seen.states)
+    explained = [_explain_one(t, seen, story, result, options) for t in chosen]
+    fat = result.get("first_anomaly_time")
+    return {
+        "explained": explained,
+        "counts": {"offsets": total, "explained": len(explained), "not_explained": total - len(explained),
+                   "anomalies": dict(result.get("anomaly_counts") or {})},
+        "first_anomaly_time": None if fat is None else round(fat / 1e9, 3),
+        "sources": {"node_events": len(node_events), "cluster_states": len(seen.states),
+                    "faults": len(seen.faults)},
+    }
+
+
+def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
+                 options: dict[str, Any]) -> dict[str, Any]:
+    acks = _acks_of(t, seen.acks)
+    ack = acks[0] if acks else None
+    if t.offset is None and ack is not None:
+        t.offset = ack.offset
+    t0 = ack.time if ack else min((seen.op_time[i] for i in t.ops if i in seen.op_time), default=0)
+    ack_info = _ack_info(t, ack, story) if ack else None
+    truncs = _truncations(t, story, t0, ack_info)
+    elections = story.elections(t.key, t0)
+    lost_by = next((e for e in elections if t.offset is not None and e.get("from_offset") is not None
+                    and e["from_offset"] <= t.offset), None)
+    reuses = [a for a in acks[1:] if a.offset == t.offset and a.value != (ack.value if ack else None)]
+    t_end = max([x["time"] for x in truncs] + ([lost_by["time"]] if lost_by else []) + [a.time for a in reuses[:1]],
+                default=t0 + 10 * 10**9) + 10**9
+    timeline = _timeline(t, ack, ack_info, story, elections, truncs, reuses, t0, t_end)
+    rules = _rules(t, ack_info, story, elections, lost_by, truncs, options, t0)
+    allowed = set(result.get("allowed") or [])
+    out = {
+        "key": t.key, "offset": t.offset, "value": t.value if t.value is not None else (ack.value if ack else None),
+        "anomalies": t.kinds, "not_allowed": [k for k in t.kinds if k not in allowed],
+        "allowed_by": sorted({p for k in t.kinds for p in result.get("policies") or [] if k in POLICIES.get(p, ())}),
+        "ops": t.ops[:8], "ack": ack_info, "elected_without": _el_dict(lost_by),
+        "truncated_by": [{k: (_s(v) if k == "time" else v) for k, v in x.items() if k != "text"} for x in truncs],
+        "reused_by": [{"value": a.value, "op": a.op, "time": _s(a.time),
+                       "node": _one_leader(story, t.key, a.time)} for a in reuses[:3]],
+        "during": _active_faults(story.faults, t0),
+        "timeline": timeline, "rules": rules,
+    }
+    out["summary"] = _summary(out)
+    return out
+
+
+def _acks_of(t: Target, acks: list[Ack]) -> list[Ack]:
+    """The acknowledged sends of this target, its own first, then others at the same offset by time."""
+    mine = [a for a in acks if a.key == t.key and a.type == "ok" and (
+        (t.value is not None and a.value == t.value) or (t.send_op is not None and a.op == t.send_op
+                                                         and (t.offset is None or a.offset == t.offset)))]
+    if t.value is None and t.send_op is None:
+        mine = []
+    off = t.offset if t.offset is not None else (mine[0].offset if mine else None)
+    same = sorted((a for a in acks if a.key == t.key and a.type == "ok" and off is not None and a.offset == off),
+                  key=lambda a: a.time)
+    first = mine[:1] or same[:1]
+    return first + [a for a in same if not first or a is not first[0]]
+
+
+def _ack_info(t: Target, ack: Ack, story: Story) -> dict[str, Any]:
+    leaders = story.leaders_at(t.key, ack.time)
+    source = "node logs" if leaders else None
+    if len(leaders) > 1 and t.offset is not None:  # both believed they led: the one that later lost it
+        losers = {x["node"] for x in story.of(t.key, ("truncated",))
+                  if x["time"] > ack.time and x.get("to", 0) <= t.offset < x.get("from_leo", -1)}
+        newer = [e for e in leaders if e.get("from_offset") is None or e["from_offset"] <= t.offset]
+        pick = [e for e in newer if e["node"] in losers] or newer
+        if len(pick) < len(leaders) and pick:
+            leaders = pick
+    node = leaders[0]["node"] if len(leaders) == 1 else None
+    epoch = leaders[0].get("epoch") if len(leaders) == 1 else None
+    if not leaders:
+        st = story.state_at(t.key, ack.time)
+        if st and st.get("leader"):
+            node, source = st["leader"], "cluster state"
+    return {"op": ack.op, "process": ack.process, "time": _s(ack.time), "node": node, "epoch": epoch,
+            "candidates": [{"node": e["node"], "epoch": e.get("epoch")} for e in leaders] if len(leaders) > 1 else [],
+            "source": source, "isr": story.isr_at(t.key, ack.time)}
+
+
+def _one_leader(story: Story, tp: str, t: int) -> str | None:
+    ls = story.leaders_at(tp, t)
+    if len(ls) == 1:
+        return ls[0]["node"]
+    st = story.state_at(tp, t)
+    return st.get("leader") if st and not ls else None
+
+
+def _truncations(t: Target, story: Story, t0: int, ack: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Truncations of the offset after t0: `truncated` events, and restarts of a node that held
+    it with a log ending at or below it."""
+    if t.offset is None:
+        return []
+    o = t.offset
+    out = []
+    held = {ack["node"]} if ack and ack.get("node") else set()
+    held |= {c["node"] for c in (ack or {}).get("candidates") or []}
+    for e in story.events:
+        if e.get("tp") != t.key or e["time"] <= t0:
+            continue
+        ev = e["event"]
+        if ev == "truncated" and e.get("to", 0) <= o < e.get("from_leo", -1):
+            out.append({"node": e["node"], "time": e["time"], "from_leo": e.get("from_leo"), "to": e.get("to"),
+                        "reason": e.get("reason")})
+            held.discard(e["node"])
+        elif ev == "replica-opened" and e["node"] in held and e.get("leo", 0) <= o:
+            pl = [f for f in story.faults if f.get("f") == "power-loss" and t0 < f["time"] <= e["time"]
+                  and e["node"] in _nodes_of(f.get("value"))]
+            out.append({"node": e["node"], "time": e["time"], "from_leo": None, "to": e.get("leo"),
+                        "reason": "power loss" if pl else "restart"})
+            held.discard(e["node"])
+        elif _log_end(e) > o:
+            held.add(e["node"])  # its log reached past the offset then
+    return out
+
+
+def _log_end(e: dict[str, Any]) -> int:
+    """The log end offset a role event reports (-1 for other events)."""
+    v = e.get("from_offset") if e["event"] == "became-leader" else e.get("leo") if e["event"] == "became-follower" else None
+    return v if isinstance(v, int) else -1
+
+
+def _active_faults(faults: list[dict[str, Any]], t: int) -> list[str]:
+    """Faults in force at time t (started, not yet stopped)."""
+    from harness.history import fault_windows
+
+    return [f"{w.kind} since {_s(w.start):.2f} s ({_fault_text(w.start_event)})"
+            for w in fault_windows(faults) if w.start <= t and (w.stop is None or w.stop > t)]
+
+
+# ------------------------------------------------------------------------- rules
+def _rules(t: Target, ack: dict[str, Any] | None, story: Story, elections: list[dict[str, Any]],
+           lost_by: dict[str, Any] | None, truncs: list[dict[str, Any]], options: dict[str, Any],
+           t0: int) -> list[dict[str, Any]]:
+    """The configuration rules and switched-off safeguards this story matches, with evidence."""
+    out: list[dict[str, Any]] = []
+    acks = str(options.get("acks", "all")).lower()
+    min_isr = int(options.get("min_isr") or 2)
+    off = [s for s in options.get("safeguards_off") or [] if s in REGISTRY]
+    lost_elsewhere = (f"{lost_by['node']} was elected leader in epoch {lost_by['epoch']} with its log ending "
+                      f"at {lost_by['from_offset']}, without the record") if lost_by else None
+    unclean = [e for e in elections if e.get("election") == "unclean"]
+    restarts = [x for x in truncs if x["reason"] in ("restart", "power loss")]
+    isr = (ack or {}).get("isr")
+    if acks in ("1", "mixed"):
+        out.append(_rule("acks=1", "configuration", CONFIG_RULES["acks=1"],
+                         lost_elsewhere or f"acks={acks}: the ack did not wait for the followers"))
+    if min_isr <= 1:
+        ev = (f"the ISR was {_names(isr)} when the record was acknowledged" if isr is not None
+              else "min.insync.replicas=1")
+        out.append(_rule("min.insync.replicas=1", "configuration", CONFIG_RULES["min.insync.replicas=1"], ev))
+    if options.get("unclean_election") or "clean-election-only" in off:
+        ev = (f"{unclean[0]['node']} was elected uncleanly (not in the ISR) at {_s(unclean[0]['time']):.2f} s"
+              if unclean else None)
+        name = "clean-election-only" if "clean-election-only" in off else "unclean-election"
+        out.append(_rule(name, "safeguard" if name in REGISTRY else "configuration",
+                         _sg_text(name) if name in REGISTRY else CONFIG_RULES["unclean-election"], ev))
+    if str(options.get("flush_policy", "none")) != "every" and restarts:
+        r = restarts[0]
+        out.append(_rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
+                         f"{r['node']} came back ({r['reason']}) at {_s(r['time']):.2f} s with its log ending at "
+                         f"{r['to']}"))
+    for name in off:
+        if name == "clean-election-only":
+            continue
+        out.append(_rule(name, "safeguard", _sg_text(name), _sg_evidence(name, t, truncs, lost_by, restarts, isr)))
+    if not out:
+        out.append({"name": "none", "kind": "none", "rule": NO_RULE, "evidence": lost_elsewhere, "matched": True})
+    return out
+
+
+def _sg_evidence(name: str, t: Target, truncs: list[dict[str, Any]], lost_by: dict[str, Any] | None,
+                 restarts: list[dict[str, Any]], isr: list[str] | None) -> str | None:
+    """The sign of a safeguard's bug in this story, or None."""
+    if name == "epoch-truncation":
+        hw = [x for x in truncs if str(x.get("reason", "")).startswith("hwm")]
+        return (f"{hw[0]['node']} truncated to its high watermark {hw[0]['to']} ({hw[0]['reason']}), not by leader "
+                f"epoch") if hw else None
+    if name == "elr":
+        if restarts and lost_by and lost_by["node"] == restarts[0]["node"]:
+            return (f"{lost_by['node']} lost the record in an unclean shutdown and was elected leader again "
+                    f"(Last Replica Standing)")
+        if isr is not None and len(isr) <= 1:
+            return f"the ISR had shrunk to {_names(isr)} when the record was acknowledged"
+        return None
+    if lost_by and lost_by.get("election") in ("clean", None):
+        restarted = [x for x in restarts if x["node"] == lost_by["node"]]
+        if name == "broker-epoch-check" and restarted:
+            return (f"{lost_by['node']} restarted with a short log and was elected from the ISR without the "
+                    f"record")
+        if name in ("leso-check", "partition-epoch-check", "broker-epoch-check"):
+            return f"{lost_by['node']} was in the ISR without the acknowledged record and was elected leader"
+    return None
+
+
+def _rule(name: str, kind: str, text: str, evidence: str | None) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "rule": text, "evidence": evidence, "matched": evidence is not None}
+
+
+def _sg_text(name: str) -> str:
+    s = REGISTRY[name]
+    return f"Safeguard {name} switched off. Rule: {s.rule} Without it: {s.bug}"
+
+
+# ------------------------------------------------------------------------- text
+def _timeline(t: Target, ack: Ack | None, info: dict[str, Any] | None, story: Story,
+              elections: list[dict[str, Any]], truncs: list[dict[str, Any]], reuses: list[Ack],
+              t0: int, t_end: int) -> list[dict[str, Any]]:
+    items: list[tuple[int, str, str | None, str]] = []
+    if ack is not None and info is not None:
+        who = info["node"] or " or ".join(c["node"] for c in info["candidates"]) or "an unknown node"
+        ep = f" in epoch {info['epoch']}" if info.get("epoch") is not None else ""
+        items.append((ack.time, "ack", info["node"],
+                      f"{who} acknowledged offset {t.offset} (value {ack.value!r}) to process {ack.process}{ep}"))
+    for f in story.faults:
+        if t0 < f["time"] <= t_end:
+            items.append((f["time"], "fault", None, _fault_text(f)))
+    for e in elections:
+        if e["time"] <= t_end:
+            items.append((e["time"], "election", e["node"], _election_text(t, e)))
+    for x in truncs:
+        items.append((x["time"], "truncation", x["node"], _trunc_text(t, x)))
+    for a in reuses[:3]:
+        items.append((a.time, "reuse", None, f"value {a.value!r} acknowledged at offset {a.offset} to process "
+                                              f"{a.process} (op {a.op})"))
+    items.sort(key=lambda x: x[0])
+    if len(items) > TIMELINE_MAX:  # keep the ack, truncations and reuses; drop the middle faults
+        keep = {id(x) for x in items if x[1] in ("ack", "truncation", "reuse")}
+        rest = [x for x in items if id(x) not in keep][: max(0, TIMELINE_MAX - len(keep))]
+        keep |= {id(x) for x in rest}
+        items = [x for x in items if id(x) in keep]
+    return [{"time": _s(tm), "kind": k, "node": n, "text": s} for tm, k, n, s in items]
+
+
+def _election_text(t: Target, e: dict[str, Any]) -> str:
+    how = {"clean": "a clean election from the ISR", "elr": "from the ELR", "unclean": "an unclean election",
+           "leaderless": "no leader left"}.get(e.get("election") or "", "")
+    if e.get("node") is None:
+        return f"{t.key} has no leader" + (f" ({how})" if how and e.get("election") != "leaderless" else "")
+    s = f"{e['node']} became leader of {t.key}"
+    s += f" in epoch {e['epoch']}" if e.get("epoch") is not None else ""
+    s += f" ({how})" if how else ""
+    fo = e.get("from_offset")
+    if fo is not None and t.offset is not None:
+        s += (f"; its log ended at {fo}, at or below {t.offset}: it never had the record" if fo <= t.offset
+              else f"; its log ended at {fo}, past {t.offset}")
+    return s
+
+
+def _trunc_text(t: Target, x: dict[str, Any]) -> str:
+    if x.get("from_leo") is None:
+        return f"{x['node']} came back ({x['reason']}) with its log ending at {x['to']}: offset {t.offset} gone from it"
+    return (f"{x['node']} truncated its log of {t.key} from {x['from_leo']} to {x['to']} ({x['reason']}): "
+            f"offset {t.offset} gone from it")
+
+
+def _fault_text(f: dict[str, Any]) -> str:
+    v = f.get("value")
+    name = f.get("f", "?")
+    if isinstance(v, dict) and isinstance(v.get("grudge"), dict):
+        cut = "; ".join(f"{k} from {', '.join(map(str, vs))}" for k, vs in sorted(v["grudge"].items()))
+        return f"{name}: {cut}"
+    nodes = _nodes_of(v)
+    return f"{name} {', '.join(nodes)}" if nodes else name
+
+
+def _summary(x: dict[str, Any]) -> str:
+    """One paragraph: what happened to this offset."""
+    parts = [f"Offset {x['offset']} of {x['key']}" + (f" (value {x['value']!r})" if x["value"] is not None else "")
+             + f" ({', '.join(x['anomalies'])})"]
+    a = x["ack"]
+    if a:
+        who = a["node"] or " or ".join(c["node"] for c in a["candidates"]) or "an unknown node"
+        ep = f" in leader epoch {a['epoch']}" if a.get("epoch") is not None else ""
+        isr = f", ISR {_names(a['isr'])}" if a.get("isr") is not None else ""
+        parts.append(f"was acknowledged at {a['time']:.2f} s by {who}{ep}{isr}")
+    else:
+        parts.append("has no acknowledged send in the history")
+    s = " ".join(parts) + "."
+    if x["elected_without"]:
+        e = x["elected_without"]
+        s += f" {e['node']} was then elected leader" + (f" in epoch {e['epoch']}" if e.get("epoch") is not None else "")
+        s += f" at {e['time']:.2f} s without it (log ending at {e['from_offset']})."
+    if x["truncated_by"]:
+        tr = x["truncated_by"]
+        s += " Truncated by " + ", ".join(f"{r['node']} at {r['time']:.2f} s ({r['reason']})" for r in tr) + "."
+    elif x["offset"] is not None:
+        s += " No node log shows it truncated."
+    if x["reused_by"]:
+        r = x["reused_by"][0]
+        s += f" The offset was reused by value {r['value']!r} at {r['time']:.2f} s."
+    matched = [r["name"] for r in x["rules"] if r["matched"]]
+    s += f" Matches: {', '.join(matched)}." if matched else " No rule's sign found in the story."
+    return s
+
+
+def _el_dict(e: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if e is None else {**e, "time": _s(e["time"])}
+
+
+def _names(nodes: list[Any] | None) -> str:
+    return "[" + ", ".join(str(n) for n in nodes or []) + "]"
+
+
+def _s(ns: int) -> float:
+    return round(ns / 1e9, 3)
