@@ -119,6 +119,8 @@ def _recorded(ev: Mapping[str, Any], nodes: Sequence[str]) -> list[Loss]:
                 continue  # nothing was unsynced: a clean unclean shutdown
             keys = _keys_of([f.get("path", "") for f in files] + [u.get("path", "") for u in undone] +
                             [u.get("to", "") for u in undone])
+            if not keys:
+                continue  # only files outside the partitions (the broker's log, checkpoints)
         out.append(Loss(n, ev["index"], ev["time"], ev["f"], keys))
     return out
 
