@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CLUSTER_STATE = "cluster-state"  # nemesis.observer's event
-LAZYFS_PACKAGES = frozenset({"power-loss"})  # --nemesis packages that mount LazyFS (lossy kills)
+LAZYFS_PACKAGES = frozenset({"power-loss", "power-loss-one"})  # --nemesis packages that mount LazyFS (lossy kills)
 _PARTITION_DIR = re.compile(r"^(?!__)(.+)-(\d+)$")
 
 

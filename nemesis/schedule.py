@@ -105,6 +105,7 @@ PACKAGES: dict[str, Callable[[], FaultPackage]] = {
     "restart": restart_package, "rolling-restart": lambda: restart_package(("all",), rolling=True),
     "power-loss": power_loss_package, "clock": clock_package, "corruption": corruption_package,
     "membership": membership_package,
+    "power-loss-one": lambda: power_loss_package(("one",)),  # one node at a time
 }
 
 
