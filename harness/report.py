@@ -1,8 +1,9 @@
 """The run report: one self-contained HTML file that opens offline.
 
 `render_report(data)` is a pure function from a run's loaded contents to HTML:
-verdict first, then the configuration, the anomalies with their explanations and the
-ops involved, the plots (embedded PNGs), the timeline, per-node logs, and the
+verdict first (with the time to the first anomaly), then the configuration, the anomalies
+with their explanations and the ops involved, why each anomalous offset was lost
+(results.json `explanations`, templates/explanations.html.j2), the plots (embedded PNGs), the timeline, per-node logs, and the
 expected-anomaly policy that was applied. Everything is autoescaped: payload values from
 the history stay text, never markup. No external resource is referenced (no CDN, no file
 links needed to render).
@@ -216,10 +217,14 @@ def render_report(data: RunData) -> str:
              if k not in ("valid", "anomaly_types", "anomalies", "allowed", "allowed_types")}
     policy = results.get("policy") if isinstance(results.get("policy"), dict) else None
     op_lines = {i: [_op_line(ev) for ev in evs] for i, evs in data.ops.items()}
-    other = {k: v for k, v in other.items() if k not in ("policy", "history", "traceback")}
+    other = {k: v for k, v in other.items() if k not in ("policy", "history", "traceback", "explanations")}
+    explanations = results.get("explanations") if isinstance(results.get("explanations"), dict) else None
+    fat = results.get("first_anomaly_time")
     tmpl = env.get_template("report.html.j2")
     return tmpl.render(
         policy=policy,
+        explanations=explanations,
+        first_anomaly_s=fat / 1e9 if isinstance(fat, (int, float)) else None,
         history_stats=results.get("history") or {},
         faults=data.faults,
         nemesis_errors=data.nemesis_errors,
