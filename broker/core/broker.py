@@ -269,7 +269,7 @@ class Broker:
                 ev = ReplicaEvents()
         for r in self.partitions.values():
             if r.role == LEADER:
-                r.alter_timed_out(now, c.request_timeout_ms)
+                ev.alter_partition = r.alter_timed_out(now, c.request_timeout_ms)
                 r.expire_produces(now, ev)
                 if r.pending_alter is None:
                     r.maybe_advance_hwm(now, ev)
@@ -296,8 +296,8 @@ class Broker:
         ds.extend(p.deadline for p in self._parked)
         for r in self.partitions.values():
             if r.role == LEADER:
-                if r.pending_alter is not None:
-                    ds.append(r.pending_alter.sent_at + c.request_timeout_ms)
+                if (d := r.alter_deadline(c.request_timeout_ms)) is not None:
+                    ds.append(d)
                 ds.extend(p.deadline for p in r.pending_produce)
             elif r.role == FOLLOWER and r.fetch_backoff_until > 0:
                 f = self._fetchers.get(r.leader_id)

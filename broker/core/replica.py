@@ -60,10 +60,16 @@ class PendingProduce:
 
 @dataclass(slots=True)
 class PendingAlter:
+    """The ISR change in flight. It stays pending (the Maximal ISR in force) until it is
+    answered or newer metadata arrives, as in Kafka: an unanswered request may still be
+    applied, so the leader may not act as if it were lost (`alter_timed_out` sends it again)."""
+
     correlation_id: int
     proposed_isr: tuple[int, ...]
     recovery_state: int
     sent_at: int
+    request: AlterPartitionRequest | None = None
+    outdated: bool = False  # answered "the controller has newer state": wait for that metadata
 
 
 @dataclass(slots=True)
@@ -317,14 +323,15 @@ class PartitionReplica:
 
     def _alter_request(self, isr: tuple[int, ...], recovery: int, now: int, image: MetadataImage) -> AlterPartitionRequest:
         cid = self._next_id()
-        self.pending_alter = PendingAlter(cid, isr, recovery, now)
         self.maximal_isr = tuple(r for r in self.replicas if r in set(self.isr) | set(isr))
         members = tuple(
             BrokerIdAndEpoch(r, self.followers[r].broker_epoch if r in self.followers else image.broker_epoch(r)) for r in isr
         )
-        return AlterPartitionRequest(
+        req = AlterPartitionRequest(
             cid, self.s.broker_id, image.broker_epoch(self.s.broker_id), self.tp, self.leader_epoch, self.partition_epoch, members, recovery
         )
+        self.pending_alter = PendingAlter(cid, isr, recovery, now, req)
+        return req
 
     def maybe_expand_isr(self, rid: int, f: FollowerState, image: MetadataImage, now: int, ev: ReplicaEvents) -> None:
         """Add `rid` if it fetched in this epoch, LEO >= HWM and >= LESO, is unfenced and its
@@ -362,9 +369,15 @@ class PartitionReplica:
         self, correlation_id: int, error: ErrorCode, isr: tuple[int, ...], partition_epoch: int, leader_epoch: int,
         recovery_state: int, now: int, ev: ReplicaEvents,
     ) -> None:
-        """Commit (if newer) or roll back the in-flight ISR change."""
+        """Commit (if newer) or roll back the in-flight ISR change. INVALID_UPDATE_VERSION and
+        FENCED_LEADER_EPOCH say the controller holds newer state, which may include an earlier
+        copy of this very request (`alter_timed_out`): the change stays pending (Maximal ISR)
+        until that metadata arrives, as Kafka's Partition.handleAlterPartitionError does."""
         p = self.pending_alter
-        if p is None or p.correlation_id != correlation_id:
+        if p is None or p.correlation_id != correlation_id or p.outdated:
+            return
+        if error in (ErrorCode.invalid_update_version, ErrorCode.fenced_leader_epoch):
+            p.outdated = True
             return
         self.pending_alter = None
         if error is ErrorCode.none and leader_epoch == self.leader_epoch and partition_epoch > self.partition_epoch:
@@ -375,12 +388,21 @@ class PartitionReplica:
         self._fail_pending_if_under_min_isr(ev)
         self.maybe_advance_hwm(now, ev)
 
-    def alter_timed_out(self, now: int, timeout_ms: int) -> bool:
-        if self.pending_alter is not None and now - self.pending_alter.sent_at >= timeout_ms:
-            self.pending_alter = None
-            self.maximal_isr = self.isr
-            return True
-        return False
+    def alter_timed_out(self, now: int, timeout_ms: int) -> AlterPartitionRequest | None:
+        """The in-flight request, to send again (same correlation id), if unanswered for
+        `timeout_ms`. It is never dropped: a request held up in the network may still be
+        applied, and a leader that had let its HWM advance without a proposed member would
+        then have that member in the ISR without the records committed meanwhile."""
+        p = self.pending_alter
+        if p is None or p.outdated or p.request is None or now - p.sent_at < timeout_ms:
+            return None
+        p.sent_at = now
+        return p.request
+
+    def alter_deadline(self, timeout_ms: int) -> int | None:
+        """When `alter_timed_out` will next send the request again (None: nothing to resend)."""
+        p = self.pending_alter
+        return None if p is None or p.outdated else p.sent_at + timeout_ms
 
     # ------------------------------------------------------------ leader: produce
     def append_produce(

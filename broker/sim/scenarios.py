@@ -277,16 +277,18 @@ def stale_broker_epoch(off: frozenset[str] = frozenset(), seed: int = 7) -> Scen
     for i in range(3):
         _must(c.produce_and_wait(TP, f"k{i + 1}".encode()) is not None, "write acked on [leader]")
     steps["ISR [leader]"] = c.registration(TP)
+    # every AlterPartition is slow (the leader sends an unanswered one again after its
+    # request timeout: the copies are slow too)
     c.extra_delay = lambda src, to, msg: 15000 if isinstance(msg, AlterPartitionRequest) else 0
     c.net.blocked.discard((leader, follower))
     c.net.blocked.discard((follower, leader))
     _must(c.run_until_true(lambda: (r := _replica(c, leader)) is not None and r.pending_alter is not None, 10000),
           "the leader proposes the follower")
-    c.extra_delay = None
     c.power_loss(follower)
     c.net.cut(leader, follower)  # the restarted follower stays empty
     c.start_broker(follower)
     c.run_for(16000)
+    c.extra_delay = None
     steps["stale proposal arrived"] = c.registration(TP)
     c.crash(leader)
     c.run_for(12000)

@@ -129,11 +129,27 @@ def test_alter_response_commits_or_rolls_back_and_ignores_older_epochs():
     r, img = leader(isr=(1, 2))
     _, ev = fetch(r, img, 3, 0)
     cid = ev.alter_partition.correlation_id
-    r.handle_alter_response(cid, ErrorCode.invalid_update_version, (1, 2), 0, 0, 0, 20, ReplicaEvents())
+    r.handle_alter_response(cid, ErrorCode.ineligible_replica, (1, 2), 0, 0, 0, 20, ReplicaEvents())
     assert r.isr == (1, 2) and r.maximal_isr == (1, 2) and r.pending_alter is None
     _, ev = fetch(r, img, 3, 0, now=30)
     r.handle_alter_response(ev.alter_partition.correlation_id, ErrorCode.none, (1, 2, 3), 1, 0, 0, 40, ReplicaEvents())
     assert r.isr == (1, 2, 3) and r.partition_epoch == 1
+
+
+def test_an_unanswered_alter_is_sent_again_and_stays_pending_until_answered_or_outdated():
+    """A request held up in the network may still be applied: the leader keeps the Maximal
+    ISR and sends the same request again (found by the random sim's held-AlterPartition
+    story: dropping it let the HWM advance without the proposed follower, which the late
+    request then put in the ISR)."""
+    r, img = leader(isr=(1, 2))
+    _, ev = fetch(r, img, 3, 0)
+    first = ev.alter_partition  # sent at 10
+    assert r.alter_timed_out(5009, 5000) is None and r.alter_deadline(5000) == 5010
+    again = r.alter_timed_out(5010, 5000)
+    assert again == first and r.maximal_isr == (1, 2, 3) and r.alter_deadline(5000) == 10010
+    r.handle_alter_response(first.correlation_id, ErrorCode.invalid_update_version, (1, 2), 0, 0, 0, 5020, ReplicaEvents())
+    assert r.pending_alter is not None and r.maximal_isr == (1, 2, 3)  # an earlier copy may have been applied
+    assert r.alter_timed_out(20000, 5000) is None and r.alter_deadline(5000) is None
 
 
 def test_isr_shrinks_after_the_lag_time_only_when_behind_a_moving_leo():
