@@ -1,0 +1,71 @@
+"""The cluster-state observer (`nemesis.observer`) as a unit: metadata answers in, history
+events out (a real HistoryWriter). Node names by address, an id once seen keeps its name,
+events only on change, failed polls counted and skipped, stop idempotent. The real cluster
+is observed in tests/harness/test_harness_e2e_policy.py."""
+
+from __future__ import annotations
+
+import threading
+
+from harness.history import HistoryWriter, fault_windows, read_events
+from nemesis.observer import ClusterObserver, state_of
+from nemesis.targets import Metadata, PartitionInfo
+
+ADDR = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
+ALL = {0: "10.0.0.1", 1: "10.0.0.2", 2: "10.0.0.3"}
+
+
+def md(isr, leader=0, brokers=ALL, controller=0):
+    parts = {("queue0", 0): PartitionInfo(leader, [0, 1, 2], list(isr)),
+             ("__consumer_offsets", 0): PartitionInfo(0, [0], [0])}
+    return Metadata(dict(brokers), controller, parts)
+
+
+def test_state_names_nodes_and_keys_like_the_workloads():
+    s = state_of(md([1, 0], leader=1), {0: "n1", 1: "n2", 2: "n3"})
+    assert s == {"controller": "n1", "partitions": {"queue0-0": {"leader": "n2", "isr": ["n2", "n1"],
+                                                                 "replicas": ["n1", "n2", "n3"]}}}
+    s = state_of(md([], leader=-1, controller=-1), {0: "n1"})
+    assert s["controller"] is None and s["partitions"]["queue0-0"]["leader"] is None
+    assert s["partitions"]["queue0-0"]["replicas"] == ["n1", "broker:1", "broker:2"]
+
+
+def test_events_only_on_change_and_failures_are_skipped(tmp_path):
+    answers = [md([0, 1, 2]), md([0, 1, 2]), RuntimeError("broker transport failure"),
+               md([0, 1], brokers={0: "10.0.0.1", 1: "10.0.0.2"}), md([0, 1, 2])]
+
+    def source():
+        a = answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    with HistoryWriter(tmp_path / "h.jsonl") as h:
+        obs = ClusterObserver(source, ADDR, h)
+        got = [obs.poll() for _ in range(5)]
+    assert [g is not None for g in got] == [True, False, False, True, True]
+    assert obs.stats.to_dict() == {"polls": 5, "failed": 1, "events": 3,
+                                   "last_error": "RuntimeError: broker transport failure"}
+    evs = list(read_events(tmp_path / "h.jsonl"))
+    assert [e["f"] for e in evs] == ["cluster-state"] * 3 and all(e["process"] == "nemesis" for e in evs)
+    # n3's broker left the metadata's broker list (fenced): still named n3 as a replica
+    assert evs[1]["value"]["partitions"]["queue0-0"] == {"leader": "n1", "isr": ["n1", "n2"],
+                                                          "replicas": ["n1", "n2", "n3"]}
+    assert fault_windows(evs) == []
+
+
+def test_the_thread_polls_until_stopped(tmp_path):
+    polled = threading.Event()
+
+    def source():
+        polled.set()
+        return md([0, 1, 2])
+
+    with HistoryWriter(tmp_path / "h.jsonl") as h:
+        obs = ClusterObserver(source, ADDR, h, interval=0.01).start()
+        assert polled.wait(10)
+        obs.stop()
+        obs.stop()
+        assert not obs._thread.is_alive()
+    assert obs.stats.polls >= 1 and obs.stats.events == 1
+    assert obs.poll() is None  # after stop: nothing appended (the history may be closed)
