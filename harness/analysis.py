@@ -7,6 +7,10 @@ and hold ops that never completed, which count as indeterminate). The workload, 
 options and the expected-anomaly policy come from the run's test.json; `workload=`
 overrides (a folder with only a history.jsonl).
 
+Queue runs are also checked for liveness (`checkers.liveness`: every key takes a write and a
+read within `--recovery-time-limit` of the final heal, else `no-recovery`; availability in
+and outside fault windows; recovery times), into results.json's `liveness`.
+
 The queue checker's analysis (its op table and series) is handed from the check to the
 plots, so a history is analysed once. Checker failures are verdicts, not crashes: a checker that raises yields
 `{"valid": "unknown", "error": ...}`; only a missing or malformed history is bad input
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from checkers import liveness
 from harness import store
 from harness.errors import InputError
 from harness.history import ReadStats, read_events
@@ -36,7 +41,9 @@ def workload_options(options: Mapping[str, Any]) -> Any:
     wo = WorkloadOptions()
     mapping = {"acks": "acks", "client": "client_lib", "topics": "topics", "partitions": "partitions",
                "rf": "replication_factor", "min_isr": "min_insync_replicas",
-               "request_timeout": "request_timeout", "final_time_limit": "final_time_limit"}
+               "request_timeout": "request_timeout", "final_time_limit": "final_time_limit",
+               "concurrency_threads": "clients", "in_flight": "in_flight",
+               "recovery_time_limit": "recovery_time_limit"}
     for src, dst in mapping.items():
         if options.get(src) is not None:
             setattr(wo, dst, type(getattr(wo, dst))(options[src]))
@@ -119,10 +126,26 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if hstats["dropped_lines"] or incomplete:
         results["incomplete_run"] = True
+    if wl.checker == "queue":
+        add_liveness(results, liveness.check(read_events(hist), keys=wl.keys, bound_s=wl.opts.recovery_time_limit))
     if wl.checker == "queue" and results.get("anomaly_types"):
         results["explanations"] = explain_run(run_dir, results, test or {}, options)
     store.write_json(run_dir / "results.json", results)
     return CheckedRun(results, analysis)
+
+
+def add_liveness(results: dict[str, Any], live: Mapping[str, Any]) -> None:
+    """Put `checkers.liveness`'s result into `results`: its figures under `liveness`, and a
+    `no-recovery` anomaly (never allowed) into the verdict."""
+    results["liveness"] = {k: v for k, v in live.items() if k not in ("anomalies", "anomaly_types", "anomaly_counts")}
+    if live.get("valid") is not False:
+        return
+    for kind, examples in live["anomalies"].items():
+        results.setdefault("anomalies", {})[kind] = examples
+        results.setdefault("anomaly_counts", {})[kind] = len(examples)
+        if kind not in results["anomaly_types"]:
+            results["anomaly_types"] = [*results["anomaly_types"], kind]
+    results["valid"] = False
 
 
 def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any],

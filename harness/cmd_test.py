@@ -31,8 +31,10 @@ def add_test_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=d.nodes, help=f"number of nodes (default {d.nodes})")
     p.add_argument("--workload", default=d.workload, help=f"queue, log or noop (default {d.workload})")
     p.add_argument("--nemesis", type=_csv, default=d.nemesis, metavar="LIST",
-                   help="comma list of fault packages: partition, kill, pause, restart, rolling-restart, "
-                        "kill-leader, partition-leader, ... or none (default partition,kill)")
+                   help="comma list of fault packages: mix (the fault stories and generic faults in "
+                        "rotation with fault-free periods), partition, kill, pause, restart, rolling-restart, "
+                        "kill-leader, partition-leader, lrs, hw-truncation, leso, leader-churn, wipe-follower, "
+                        "stale-alter-partition, ... or none (default mix)")
     p.add_argument("--nemesis-interval", type=float, default=d.nemesis_interval, metavar="S",
                    help=f"mean seconds between fault actions (default {d.nemesis_interval:g})")
     p.add_argument("--acks", default=d.acks, help="all, 1 or mixed (per op) (default all)")
@@ -51,9 +53,16 @@ def add_test_options(p: argparse.ArgumentParser) -> None:
                    help=f"seconds of workload and faults (default {d.time_limit:g})")
     p.add_argument("--final-time-limit", type=float, default=d.final_time_limit, metavar="S",
                    help=f"seconds the final read-back may take (default {d.final_time_limit:g})")
-    p.add_argument("--rate", type=float, default=d.rate, help=f"client ops per second, all threads (default {d.rate:g})")
+    p.add_argument("--recovery-time-limit", type=float, default=d.recovery_time_limit, metavar="S",
+                   help="seconds after the final heal within which every key must take a write and a read, "
+                        f"else the run is invalid with no-recovery (default {d.recovery_time_limit:g})")
+    p.add_argument("--rate", type=float, default=d.rate,
+                   help=f"client ops per second at most, all threads (default {d.rate:g})")
     p.add_argument("--concurrency", default=d.concurrency,
-                   help="client threads: a number, or Kn for K per node (default 1n)")
+                   help="consuming client threads: a number, or Kn for K per node (default 1n)")
+    p.add_argument("--in-flight", type=int, default=d.in_flight, metavar="N",
+                   help="queue workload: send-only processes beside them, so up to N more sends are "
+                        f"in flight at once (default {d.in_flight}; 0: none)")
     p.add_argument("--seed", type=int, default=None, help="seed for every random choice (default: random, recorded)")
     p.add_argument("--client", default=d.client, help="confluent (librdkafka) or kafka-python (default confluent)")
     p.add_argument("--request-timeout", type=float, default=d.request_timeout, metavar="S",
@@ -81,8 +90,9 @@ def options_from_args(args: argparse.Namespace) -> Any:
         partitions=args.partitions, topics=args.topics, flush_policy=args.flush_policy,
         safeguards_off=args.safeguards_off, unclean_election=args.unclean_election,
         time_limit=args.time_limit, rate=args.rate,
-        concurrency=args.concurrency, test_count=getattr(args, "test_count", 1), seed=args.seed, client=args.client,
+        concurrency=args.concurrency, in_flight=args.in_flight, test_count=getattr(args, "test_count", 1), seed=args.seed, client=args.client,
         request_timeout=args.request_timeout, final_time_limit=args.final_time_limit,
+        recovery_time_limit=args.recovery_time_limit,
         checker_time_limit=args.checker_time_limit, transport=args.transport, inventory=args.inventory,
         broker_command=shlex.split(args.broker_command) if args.broker_command else None,
         collect_data=not args.no_data, results=args.results)

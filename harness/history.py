@@ -346,6 +346,9 @@ class FaultWindow:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+FINAL_HEAL_F = "final-heal"  # the nemesis event the runner journals once every fault is undone
+
+
 def fault_windows(nemesis_events: Iterable[dict[str, Any]]) -> list[FaultWindow]:
     """Fault windows from nemesis events.
 

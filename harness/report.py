@@ -217,13 +217,14 @@ def render_report(data: RunData) -> str:
              if k not in ("valid", "anomaly_types", "anomalies", "allowed", "allowed_types")}
     policy = results.get("policy") if isinstance(results.get("policy"), dict) else None
     op_lines = {i: [_op_line(ev) for ev in evs] for i, evs in data.ops.items()}
-    other = {k: v for k, v in other.items() if k not in ("policy", "history", "traceback", "explanations")}
+    other = {k: v for k, v in other.items() if k not in ("policy", "history", "traceback", "explanations", "liveness")}
     explanations = results.get("explanations") if isinstance(results.get("explanations"), dict) else None
     fat = results.get("first_anomaly_time")
     tmpl = env.get_template("report.html.j2")
     return tmpl.render(
         policy=policy,
         explanations=explanations,
+        liveness=results.get("liveness") if isinstance(results.get("liveness"), dict) else None,
         first_anomaly_s=fat / 1e9 if isinstance(fat, (int, float)) else None,
         history_stats=results.get("history") or {},
         faults=data.faults,

@@ -44,6 +44,7 @@ class WorkloadOptions:
     min_insync_replicas: int = 2
     request_timeout: float = 5.0  # s a send/poll waits before it is indeterminate
     final_time_limit: float = 10.0  # s the final read-back may take at most
+    recovery_time_limit: float = 30.0  # s after the final heal within which every key must take a write and a read
     poll_ms: int = 200
     max_poll_records: int = 500
     assign_p: float = 1 / 32  # probability that an op re-assigns the consumer

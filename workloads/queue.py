@@ -24,7 +24,10 @@ The first op of every process is an assign. Failed polls roll the consumer back 
 it was, so a failed poll never makes the next one look like it skipped. Send errors are
 classified by `workloads.errors` (definite `fail` vs indeterminate `info`).
 
-The final phase (`final_generator`): what was polled before it no longer counts; every
+The final phase (`final_generator`), after the final heal: first a recovery probe (one send
+to every key, retried until it succeeds or `recovery_time_limit` passes: checkers.liveness
+requires each key to take a write and a read again); then what was polled before no
+longer counts, and every
 consuming process assigns all keys from the beginning and polls until every key has been
 read again, in this phase, up to the highest acknowledged offset (by anyone), or
 the final time limit passes; a process that crashes meanwhile is replaced by one that
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +92,10 @@ class OffsetTracker:
 class QueueGenerator(Generator):
     """The main phase's ops (see the module docstring); all choices use `ctx.rng`."""
 
-    def __init__(self, keys: Sequence[str], opts: WorkloadOptions):
+    def __init__(self, keys: Sequence[str], opts: WorkloadOptions, values: Iterator[int] | None = None):
         self.keys = list(keys)
         self.opts = opts
-        self.values = itertools.count(1)
+        self.values = values if values is not None else itertools.count(1)
         self.assigned: set[Any] = set()
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
@@ -204,6 +207,45 @@ class SendLane:
             self.pool.release(acks)
 
 
+class RecoveryProbe(Generator):
+    """After the final heal: a send to every key, each key tried again `retry_s` after a
+    failed attempt, until every key has had one `ok` send (then exhausted). What liveness
+    requires of the system (checkers.liveness): each key takes a write again."""
+
+    def __init__(self, keys: Sequence[str], values: Iterator[int], retry_s: float = 0.25):
+        self.pending = list(keys)
+        self.values = values
+        self.retry_ns = int(retry_s * 1e9)
+        self.inflight: dict[Any, str] = {}  # process -> key
+        self.retry_at: dict[str, int] = {}
+
+    def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
+        if not self.pending:
+            return None
+        waiting = [k for k in self.pending if k not in self.inflight.values()]
+        t = ctx.random_free_thread() if waiting else None
+        if t is None:
+            return PENDING
+        k = min(waiting, key=lambda key: self.retry_at.get(key, 0))
+        return {"process": ctx.workers[t], "f": "send", "value": [["send", k, next(self.values)]],
+                "time": max(ctx.time, self.retry_at.get(k, 0))}
+
+    def update(self, ctx: Context, event: Mapping[str, Any]) -> None:
+        if event.get("f") != "send":
+            return
+        if event["type"] == "invoke":
+            self.inflight[event["process"]] = event["value"][0][1]
+            return
+        k = self.inflight.pop(event["process"], None)
+        if k is None:
+            return
+        if event["type"] == "ok":
+            if k in self.pending:
+                self.pending.remove(k)
+        else:
+            self.retry_at[k] = event["time"] + self.retry_ns
+
+
 class QueueClient:
     """One process's producer + consumer (see the module docstring)."""
 
@@ -287,6 +329,7 @@ class QueueWorkload(BaseWorkload):
         super().__init__(opts)
         self.tracker = OffsetTracker()
         self.sender_pool: SenderPool | None = None
+        self.values = itertools.count(1)  # every send's value, main phase and final phase
 
     def send_lanes(self) -> int:
         return self.opts.in_flight
@@ -307,7 +350,7 @@ class QueueWorkload(BaseWorkload):
         self.tracker.update(event)
 
     def generator(self) -> Generator:
-        return QueueGenerator(self.keys, self.opts)
+        return QueueGenerator(self.keys, self.opts, self.values)
 
     def summary(self) -> dict[str, Any]:
         """What the final read-back achieved: complete, or the offsets still unread per key."""
@@ -324,13 +367,16 @@ class QueueWorkload(BaseWorkload):
 
         per_thread = gen.concat({"f": "assign", "value": list(self.keys), "seek_to_beginning": True},
                                 gen.Fn(poll_until_read))
-        consuming = gen.on_threads(lambda t: not is_send_lane(t, self.opts), gen.each_process(per_thread))
+        def consuming(g: Any) -> Generator:
+            return gen.on_threads(lambda t: not is_send_lane(t, self.opts), g)
 
         def forget_reads(_ctx: Context) -> None:
             tracker.restart_reads()
             return None
 
-        return gen.time_limit(self.opts.final_time_limit, gen.concat(gen.Fn(forget_reads), consuming))
+        probe = gen.time_limit(self.opts.recovery_time_limit, consuming(RecoveryProbe(self.keys, self.values)))
+        reads = gen.time_limit(self.opts.final_time_limit, consuming(gen.each_process(per_thread)))
+        return gen.concat(gen.Fn(forget_reads), probe, reads)
 
     def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
                 policies: Sequence[str] = ()) -> Any:

@@ -122,12 +122,38 @@ def test_sends_completing_after_the_main_phase_still_count():
 
 
 def test_final_generator_gives_up_at_its_time_limit():
-    wl = make("queue", WorkloadOptions(topics=1, partitions=1, final_time_limit=2))
+    wl = make("queue", WorkloadOptions(topics=1, partitions=1, final_time_limit=2, recovery_time_limit=3))
     wl.tracker.update({"type": "ok", "f": "send", "value": [["send", "queue0-0", [9, 1]]]})
     h = simulate(g.on_update(wl.observe, wl.final_generator()), 1, latency=0.5,
-                 complete=lambda op: {"type": "ok", "value": [["poll", {}]]} if op["f"] == "poll" else "ok")
-    assert max(e["time"] for e in h if e["type"] == "invoke") < 2e9
+                 complete=lambda op: {"type": "ok", "value": [["poll", {}]]} if op["f"] == "poll" else "fail")
+    sends = [e["time"] for e in h if e["type"] == "invoke" and e["f"] == "send"]
+    polls = [e["time"] for e in h if e["type"] == "invoke" and e["f"] == "poll"]
+    assert len(sends) > 2 and max(sends) < 3e9  # the probe retries failed sends, for 3 s at most
+    assert polls and max(polls) - min(sends) < 5e9  # then the read-back, for 2 s at most
     assert not wl.tracker.all_read()
+
+
+def test_the_recovery_probe_sends_to_every_key_until_each_succeeds():
+    wl = make("queue", WorkloadOptions(topics=2, partitions=2, recovery_time_limit=10))
+    failures = {"queue0-1": 3, "queue1-0": 1}
+    offsets = iter(range(100, 1000))
+
+    def complete(op):
+        if op["f"] == "send":
+            k, v = op["value"][0][1], op["value"][0][2]
+            if failures.get(k, 0) > 0:
+                failures[k] -= 1
+                return "fail"
+            return {"type": "ok", "value": [["send", k, [next(offsets), v]]]}
+        return "ok"
+
+    h = simulate(g.limit(60, wl.final_generator()), 3, latency=0.1, complete=complete)
+    sends = [e for e in h if e["f"] == "send" and e["type"] != "invoke"]
+    ok = Counter(e["value"][0][1] for e in sends if e["type"] == "ok")
+    assert ok == {k: 1 for k in wl.keys}  # one success per key, then the probe is done
+    assert Counter(e["value"][0][1] for e in sends if e["type"] == "fail") == {"queue0-1": 3, "queue1-0": 1}
+    values = [e["value"][0][2] for e in h if e["f"] == "send" and e["type"] == "invoke"]
+    assert len(set(values)) == len(values)
 
 
 class MemoryIO:
@@ -234,7 +260,7 @@ def test_final_read_back_reassigns_after_a_crash():
 
     h = simulate(g.on_update(wl.observe, wl.final_generator()), 1, complete=complete)
     assert [(e["process"], e["f"]) for e in h if e["type"] == "invoke"] == [
-        (0, "assign"), (0, "poll"), (1, "assign"), (1, "poll")]
+        (0, "send"), (0, "assign"), (0, "poll"), (1, "assign"), (1, "poll")]  # the probe's send first
     assert wl.summary()["final_read_complete"]
 
 
