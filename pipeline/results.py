@@ -4,8 +4,9 @@
 bad_anomaly_types, anomalies with one-sentence `explanation`s, anomaly_counts, allowed,
 stats) from the anomaly examples and counts the Spark job collected; `explain` writes
 the sentence of one example. `allowed_for` is the policy of a run: the harness's
-`allowed` from its results.json when it was checked, else `harness.policy.choose` over
-its test options, plus what the caller allows.
+`allowed` from its results.json when it was checked (computed from its fault history), else
+`harness.policy.choose` over its test options alone (no fault history: lossy shutdowns allow
+nothing), plus what the caller allows.
 """
 
 from __future__ import annotations
