@@ -291,3 +291,20 @@ def test_checkers_ignore_cluster_state_events():
     reg = [(0, "invoke", "send", ["t-0", 1]), (0, "ok", "send", ["t-0", [0, 1]]),
            (1, "invoke", "read", ["t-0", 0]), (1, "ok", "read", ["t-0", [0, 1]])]
     assert check_events(hist(reg, True), "log")["valid"] is True
+
+
+def test_the_pipeline_reads_cluster_state_events_as_neither_ops_nor_faults(tmp_path):
+    from harness.history import write_history
+    from pipeline.extract import HistoryStats, read_history
+
+    r = Run().state(0, NODES).add(1, "start-partition", {"grudge": {}}).state(2, ["n1"]).add(3, "stop-partition", {})
+    ops = [{"process": 0, "type": "invoke", "f": "send", "value": [["send", "t-0", 1]]},
+           {"process": 0, "type": "ok", "f": "send", "value": [["send", "t-0", [0, 1]]]}]
+    rows = {}
+    for name, evs in (("plain", r.events[1:2] + ops + r.events[3:4]), ("observed", r.events[:2] + ops + r.events[2:])):
+        path = tmp_path / f"{name}.jsonl"
+        write_history(path, [{k: v for k, v in e.items() if k != "index"} for e in evs])
+        stats = HistoryStats()
+        batches = list(read_history(str(path), name, stats))
+        rows[name] = (sum(b.num_rows for b in batches), stats.ops, [f["kind"] for f in stats.faults])
+    assert rows["plain"] == rows["observed"] == (1, 1, ["partition"])
