@@ -7,7 +7,13 @@ leaders, found through the cluster's metadata at the moment of the fault:
 
 - `kill-leader`: SIGKILL the current leader of a random topic-partition, later start all;
 - `partition-leader`: isolate the current leader of a random topic-partition from every
-  other node, later heal.
+  other node, later heal;
+- the fault stories of `nemesis.stories` (lrs, hw-truncation, leso, wipe-follower,
+  stale-alter-partition, leader-churn), each aimed at one of the workload's partitions.
+
+`mix` (the default `--nemesis`) is `DEFAULT_MIX`: the stories with the generic packages,
+played by `nemesis.schedule.rotation` (each package in turn, a random order per round,
+about a quarter of the time fault-free) instead of `combined`'s random flip-flops.
 
 `ScheduleGenerator` turns `nemesis.schedule.combined` into a generator for the nemesis
 thread (`harness.generator.nemesis(...)`), so client ops and faults run on one clock.
@@ -23,6 +29,24 @@ from harness.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, P
 from harness.history import NEMESIS
 
 HEAL_F = "heal"
+MIX = "mix"
+DEFAULT_MIX = ("lrs", "hw-truncation", "leso", "leader-churn", "wipe-follower", "stale-alter-partition",
+               "kill-leader", "partition", "kill")
+
+
+def expand(names: Sequence[str]) -> list[str]:
+    """`--nemesis` names with `mix` replaced by `DEFAULT_MIX` (no name twice)."""
+    out: list[str] = []
+    for n in names:
+        for m in (DEFAULT_MIX if n == MIX else (n,)):
+            if m not in out:
+                out.append(m)
+    return out
+
+
+def rotates(names: Sequence[str]) -> bool:
+    """Whether the schedule for `names` is the rotation (the default mix) or `combined`."""
+    return MIX in names
 
 
 def _leader_target(topics: Mapping[str, int]) -> Any:
@@ -42,7 +66,19 @@ def extra_packages(topics: Mapping[str, int]) -> dict[str, Any]:
     if not topics:
         return {}
     leader = _leader_target(topics)
+    from nemesis.schedule import story_package
+    from nemesis.stories import STORIES
+
+    every = [(t, p) for t in sorted(topics) for p in range(max(1, topics[t]))]
+
+    def candidates(rng: random.Random) -> list[tuple[str, int]]:
+        order = list(every)
+        rng.shuffle(order)
+        return order
+
+    stories = {name: (lambda name=name: story_package(name, candidates)) for name in STORIES}
     return {
+        **stories,
         "kill-leader": lambda: FaultPackage("kill-leader", lambda rng: FaultOp("kill", leader(rng)),
                                             FaultOp("start", "all"), [FaultOp("start", "all")], "#E9A4A0"),
         "partition-leader": lambda: FaultPackage(
@@ -54,7 +90,7 @@ def extra_packages(topics: Mapping[str, int]) -> dict[str, Any]:
 def known_packages(topics: Mapping[str, int] | None = None) -> list[str]:
     from nemesis.schedule import PACKAGES
 
-    return sorted(set(PACKAGES) | set(extra_packages(topics or {"t": 1})))
+    return sorted(set(PACKAGES) | set(extra_packages(topics or {"t": 1})) | {MIX})
 
 
 def fault_packages(names: Sequence[str], topics: Mapping[str, int]) -> list[Any]:
@@ -62,34 +98,35 @@ def fault_packages(names: Sequence[str], topics: Mapping[str, int]) -> list[Any]
     from nemesis.schedule import PACKAGES
 
     extra = extra_packages(topics)
-    bad = [n for n in names if n not in PACKAGES and n not in extra]
+    bad = [n for n in names if n != MIX and n not in PACKAGES and n not in extra]
     if bad:
         raise ValueError(f"unknown nemesis {', '.join(bad)} (known: {', '.join(known_packages(topics))})")
-    return [extra[n]() if n in extra else PACKAGES[n]() for n in names]
+    return [extra[n]() if n in extra else PACKAGES[n]() for n in expand(names)]
 
 
 class ScheduleGenerator(Generator):
-    """Fault ops from `combined(packages, interval, rng)` at their scheduled times.
+    """Fault ops from `combined(packages, interval, rng)` (or `rotation` when `rotate`) at
+    their scheduled times. Each delay counts from the moment the previous op ended (a story
+    takes seconds: the fault-free period after it stays as long as the schedule says).
 
     The schedule has its own rng (derived from the test's seed), so the faults and their
-    times replay for a seed whatever the clients do."""
+    order replay for a seed whatever the clients do."""
 
-    def __init__(self, packages: Sequence[Any], interval: float, rng: random.Random):
-        from nemesis.schedule import combined
+    def __init__(self, packages: Sequence[Any], interval: float, rng: random.Random, rotate: bool = False):
+        from nemesis.schedule import combined, rotation
 
-        self.it = combined(list(packages), interval, rng) if packages else iter(())
+        play = rotation if rotate else combined
+        self.it = play(list(packages), interval, rng) if packages else iter(())
         self.next_time: int | None = None
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
         if NEMESIS_THREAD not in ctx.free:
             return PENDING
-        if self.next_time is None:
-            self.next_time = ctx.time
         try:
             delay, fop = next(self.it)
         except StopIteration:
             return None
-        self.next_time += int(delay * NS)
+        self.next_time = ctx.time + int(delay * NS)
         return {"process": NEMESIS, "f": fop.f, "value": fop.value, "time": self.next_time}
 
 

@@ -9,7 +9,14 @@ history (DESIGN.md). Built-in fs (paired by `harness.history.fault_windows`):
   recorded with the grudge actually applied. One-way partitions drop only connection
   openings (the "to" nodes refuse connections from the "from" nodes, while their own
   connections to them work); every other shape drops all packets, as Jepsen does. `stop-partition` heals.
+- `start-partition` {"drop": {NODE: [NODE, ...], ...}}: a raw grudge (each key drops every
+  packet from the nodes listed), for fault stories that need a shape of their own, e.g. a
+  one-way drop of all packets (the requests get through, the answers do not); with
+  "min_bytes": N only packets of at least N bytes are dropped (answers that carry data);
+  with "keep": true the rules are added to the partition in force instead of replacing it;
 - `kill` / `start` (TARGET, default "all" for start), `pause` / `resume` (likewise);
+- `stop` (TARGET): a clean stop (SIGTERM: the broker's controlled shutdown), kept down until
+  a `start` (the heal starts it);
 - `restart` (clean: SIGTERM, wait, start) and `rolling-restart` (one node at a time, each
   back up before the next), recorded as instants.
 
@@ -83,15 +90,20 @@ class Nemesis:
         self.handlers: dict[str, Callable[[Any], Any]] = {
             "start-partition": self._start_partition, "stop-partition": self._stop_partition,
             "kill": self._kill, "start": self._start, "pause": self._pause, "resume": self._resume,
+            "stop": self._stop,
             "restart": self._restart, "rolling-restart": self._rolling_restart,
         }
         self.heals: list[tuple[str, Callable[[], Any]]] = []
+        self.recorded_as: dict[str, str] = {}  # op f -> the f its event is recorded under
 
     # ----------------------------------------------------------------- registry
 
-    def register(self, f: str, fn: Callable[[Any], Any]) -> None:
-        """Handle fault `f` with `fn(value) -> recorded value`."""
+    def register(self, f: str, fn: Callable[[Any], Any], recorded: str | None = None) -> None:
+        """Handle fault `f` with `fn(value) -> recorded value`; the event is recorded under
+        `recorded` (default `f`: a story op `lrs` is recorded as `stop-lrs` when it ends)."""
         self.handlers[f] = fn
+        if recorded is not None:
+            self.recorded_as[f] = recorded
 
     def register_heal(self, name: str, fn: Callable[[], Any]) -> None:
         """Run `fn()` in every `heal_all` (after the network and processes are healed)."""
@@ -109,7 +121,7 @@ class Nemesis:
         if fn is None:
             raise ValueError(f"no nemesis handles {op.f!r} (known: {', '.join(sorted(self.handlers))})")
         with self._lock:
-            return self.record(op.f, fn(op.value))
+            return self.record(self.recorded_as.get(op.f, op.f), fn(op.value))
 
     # ----------------------------------------------------------------- targets
 
@@ -150,17 +162,24 @@ class Nemesis:
         if isinstance(spec, dict) and "components" in spec:
             comps = [self.targets(list(c)) for c in spec["components"]]
             return G.complete_grudge(comps)
+        if isinstance(spec, dict) and "drop" in spec:
+            bad = [n for k, v in spec["drop"].items() for n in [k, *v] if n not in names]
+            if bad:
+                raise ValueError(f"bad partition spec {spec!r}: unknown nodes {sorted(set(bad))}")
+            return {k: frozenset(v) for k, v in spec["drop"].items()}
         raise ValueError(f"bad partition spec {spec!r}")
 
     def _start_partition(self, spec: Any) -> dict[str, Any]:
         g = self.grudge_for(spec)
         new_only = isinstance(spec, dict) and "one-way" in spec
-        if self.partitioned:
+        min_bytes = spec.get("min_bytes") if isinstance(spec, dict) and "drop" in spec else None
+        keep = isinstance(spec, dict) and "drop" in spec and spec.get("keep")
+        if self.partitioned and not keep:
             self.net.heal()
-        self.net.drop(g, new_only=new_only)
+        self.net.drop(g, new_only=new_only, min_bytes=min_bytes)
         self.partitioned = True
-        return {"spec": spec, "grudge": {k: sorted(v) for k, v in sorted(g.items()) if v},
-                "drops": "new-connections" if new_only else "all"}
+        drops = "new-connections" if new_only else f">= {min_bytes} bytes" if min_bytes else "all"
+        return {"spec": spec, "grudge": {k: sorted(v) for k, v in sorted(g.items()) if v}, "drops": drops}
 
     def _stop_partition(self, _value: Any = None) -> dict[str, Any]:
         self.net.heal()
@@ -190,6 +209,15 @@ class Nemesis:
             db.start(self.cluster.node(n))
         self.killed -= set(nodes)
         return {"nodes": nodes}
+
+    def _stop(self, spec: Any) -> dict[str, Any]:
+        db = self._need_db()
+        nodes = self.targets(spec or "one")
+        for n in nodes:
+            db.stop(self.cluster.node(n))
+        self.killed |= set(nodes)
+        self.paused -= set(nodes)
+        return {"nodes": nodes, "clean": True}
 
     def _pause(self, spec: Any) -> dict[str, Any]:
         db = self._need_db()

@@ -34,19 +34,25 @@ class IptablesNet:
     def __init__(self, nodes: list[Node]):
         self.nodes = {n.name: n for n in nodes}
 
-    def drop(self, grudge: Grudge, *, new_only: bool = False) -> None:
+    def drop(self, grudge: Grudge, *, new_only: bool = False, min_bytes: int | None = None) -> None:
         """Add DROP rules so that each node drops the packets of the nodes in its grudge.
 
         `new_only` drops only packets that open connections (conntrack state NEW): the node
         refuses connections from its grudge while its own connections to them keep working
         both ways. This makes one-way partitions one-way for TCP (a full inbound DROP also
-        kills the replies of the node's own connections, so TCP dies both ways)."""
+        kills the replies of the node's own connections, so TCP dies both ways).
+
+        `min_bytes` drops only packets at least that long (IP length): small packets
+        (handshakes, ACKs, pings, requests and empty answers) still pass, data-carrying
+        answers do not, so a peer keeps hearing requests it cannot usefully answer."""
         todo = [(self.nodes[d], sorted(srcs)) for d, srcs in grudge.items() if srcs]
 
         def one(item: tuple[Node, list[str]]) -> None:
             node, srcs = item
             ips = ",".join(self.nodes[s].address for s in srcs)
             match = "-m conntrack --ctstate NEW " if new_only else ""
+            if min_bytes is not None:
+                match += f"-m length --length {int(min_bytes)}:65535 "
             node.sh(f"{_ENSURE} && iptables -w -A {CHAIN} -s {ips} {match}-j DROP", timeout=30)
 
         if todo:

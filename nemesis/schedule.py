@@ -7,6 +7,15 @@ forever: every `interval` (jittered by ±50%) one package, picked at random, eit
 fault or, when its fault is on, stops it. `run_schedule` plays it against a `Nemesis` until
 a deadline or a stop event, then runs every package's final ops and `Nemesis.heal_all`.
 
+`rotation(packages, interval, rng, calm=0.25)` is the default mix's schedule: the packages
+in turn (a new random order each round), each fault held about `interval` (a story or an
+instant: as long as it takes), each followed by a fault-free period, so that about `calm` of
+the time has no fault (as Jepsen's recent Kafka-compatible tests rotate faults with stable
+periods). Its delays count from the end of the previous op (`harness.faults.ScheduleGenerator`).
+
+Story packages (`story_package`, nemesis/stories.py) play a multi-step fault story on the
+roles of one partition as one instant op.
+
 Packages whose faults need node-side machinery (power loss: a LazyFS mount under the data
 dir; clock: the libfaketime preload) have a `prepare(nemesis)` that installs their DB hooks
 and fault handlers: call `prepare(nemesis, pkgs)` after making the Nemesis and BEFORE
@@ -100,6 +109,30 @@ def membership_package() -> FaultPackage:
                         [FaultOp("add-node", None)], "#A66AD8", install_membership)
 
 
+STORY_COLORS = {"lrs": "#B07AD8", "hw-truncation": "#E98A4F", "leso": "#6FB7D9", "wipe-follower": "#8FBF6A",
+                "stale-alter-partition": "#D9C46F", "leader-churn": "#E96F8A"}
+
+
+def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str, int]]]) -> FaultPackage:
+    """The story `name` (nemesis/stories.py) as an instant package; `pick(rng)` draws the
+    candidate partitions. Stories that lose power need LazyFS: its hook is installed with
+    `lose_on_kill=False`, so a `kill` stays a process crash (the page cache survives) and
+    only `power-loss` drops unsynced writes."""
+    from nemesis.stories import STORIES, install_stories
+
+    if name not in STORIES:
+        raise ValueError(f"unknown story {name!r} (known: {', '.join(sorted(STORIES))})")
+
+    def prepare(nem: Nemesis) -> None:
+        if name == "lrs":
+            from nemesis.lazyfs.hook import LazyFSOptions, install_power_loss
+
+            install_power_loss(nem, opts=LazyFSOptions(lose_on_kill=False))
+        install_stories(nem, pick, [name])
+
+    return FaultPackage(name, lambda rng: FaultOp(name, None), None, [], STORY_COLORS[name], prepare)
+
+
 PACKAGES: dict[str, Callable[[], FaultPackage]] = {
     "partition": partition_package, "kill": kill_package, "pause": pause_package,
     "restart": restart_package, "rolling-restart": lambda: restart_package(("all",), rolling=True),
@@ -139,6 +172,21 @@ def combined(pkgs: Sequence[FaultPackage], interval: float, rng: random.Random
         else:
             on[p.name] = p.stop is not None
             yield delay, p.start(rng)
+
+
+def rotation(pkgs: Sequence[FaultPackage], interval: float, rng: random.Random, calm: float = 0.25
+             ) -> Iterator[tuple[float, FaultOp]]:
+    """(delay after the previous op ended, op) forever; see the module docstring."""
+    if not pkgs:
+        return
+    gap = interval * calm / (1 - calm)
+    while True:
+        order = list(pkgs)
+        rng.shuffle(order)
+        for p in order:
+            yield gap * rng.uniform(0.5, 1.5), p.start(rng)
+            if p.stop is not None:
+                yield interval * rng.uniform(0.5, 1.5), p.stop
 
 
 def final_ops(pkgs: Sequence[FaultPackage]) -> list[FaultOp]:

@@ -85,6 +85,38 @@ def _node_of(md: Metadata, broker_id: int, by_address: dict[str, str]) -> str:
     return by_address[host]
 
 
+@dataclass
+class PartitionView:
+    """One partition's roles by node name (None: no leader or no controller now); `replicas`
+    and `isr` in assignment order (the order the controller elects in)."""
+
+    leader: str | None
+    replicas: list[str]
+    isr: list[str]
+    controller: str | None
+
+    @property
+    def followers(self) -> list[str]:
+        """The ISR but the leader, in assignment order."""
+        return [n for n in self.isr if n != self.leader]
+
+
+def partition_view(md: Metadata, topic: str, partition: int, addresses: dict[str, str]) -> PartitionView:
+    """The roles of `topic`-`partition` in `md` (TargetError if the metadata lacks it)."""
+    by_address = {a: name for name, a in addresses.items()}
+    info = md.partitions.get((topic, partition))
+    if info is None:
+        raise TargetError(f"no partition {topic}-{partition} in the metadata")
+
+    def name(b: int) -> str | None:
+        return by_address.get(md.brokers.get(b, ""))
+
+    replicas = [n for n in map(name, info.replicas) if n is not None]
+    isr = [n for n in replicas if n in {name(b) for b in info.isrs}]
+    return PartitionView(name(info.leader) if info.leader >= 0 else None, replicas, isr,
+                         name(md.controller_id) if md.controller_id >= 0 else None)
+
+
 def resolve(spec: Any, nodes: Sequence[str], rng: random.Random, *,
             addresses: dict[str, str] | None = None, metadata: MetadataSource | None = None) -> list[str]:
     """The node names `spec` selects (see the module docstring); `addresses` maps name -> address."""

@@ -1,0 +1,350 @@
+"""Fault stories: the triggers of the protocol's historical bugs, played on real nodes.
+
+A story is one nemesis op (f = its name) made of several steps aimed at the roles of one
+partition, read from the cluster's metadata at the moment of each step: the leader, the ISR
+followers in assignment order (the order the controller elects in) and the controller. The
+stories are the real-node forms of broker/sim/scenarios.py (docs/nemesis.md "Fault stories").
+
+Recording: `start-NAME` when the story begins (the partition and its roles), every fault it
+makes as the Nemesis records it (start-partition, stop, kill, start, power-loss, wipe, pause,
+resume, stop-partition), a `story-step` event for each wait or observation
+({"story", "step", "ok", "waited_s", "view"}), and `stop-NAME` when it ends, with the steps'
+outcome ("error" when a step failed). A story undoes its own faults before it returns (network
+healed, nodes it stopped or paused started or resumed), also when a step fails, so the time
+after it is fault-free. Waits poll the metadata and are bounded.
+
+`install_stories(nemesis, pick)` registers every story's op (`pick(rng)` draws the candidate
+partitions: a list of (topic, partition)) and the `wipe` fault; the packages live in
+`nemesis.schedule.story_package`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nemesis.core import FaultOp, Nemesis
+from nemesis.targets import PartitionView, partition_view
+
+TP = tuple[str, int]
+POLL_S = 0.2
+TIME_SCALE = 1.0  # multiplies every wait's bound (tests of the step logic shrink it)
+LARGE_BYTES = 300  # packets this long carry records; requests, empty answers and pings are shorter
+
+
+class StoryError(RuntimeError):
+    """A step that could not be played (e.g. no partition has the roles the story needs)."""
+
+
+class Story:
+    """One playing of a story: its steps' faults, waits and undo."""
+
+    def __init__(self, nemesis: Nemesis, name: str):
+        self.nem = nemesis
+        self.name = name
+        self.steps: list[dict[str, Any]] = []
+        self.partitioned = False
+        self.down: list[str] = []  # nodes this story stopped or killed and has not started
+        self.paused: list[str] = []
+
+    # ------------------------------------------------------------------ reading roles
+
+    def view(self, tp: TP) -> PartitionView:
+        addrs = {n.name: n.address for n in self.nem.cluster.nodes}
+        if self.nem.metadata is None:
+            raise StoryError("stories need the cluster's metadata (Nemesis(metadata=...))")
+        return partition_view(self.nem.metadata(), tp[0], tp[1], addrs)
+
+    def choose(self, candidates: Sequence[TP], followers: int) -> tuple[TP, PartitionView]:
+        """The first candidate with a leader and at least `followers` ISR followers, preferring
+        partitions the controller has no replica of, then ones it does not lead."""
+        views = []
+        for tp in candidates:
+            try:
+                v = self.view(tp)
+            except Exception:  # noqa: BLE001 - metadata unavailable for this one: try the next
+                continue
+            if v.leader is not None and len(v.followers) >= followers:
+                views.append((tp, v))
+        for ok in (lambda v: v.controller not in v.replicas, lambda v: v.controller != v.leader, lambda v: True):
+            for tp, v in views:
+                if ok(v):
+                    return tp, v
+        raise StoryError(f"no partition has a leader and {followers} ISR followers now")
+
+    # ------------------------------------------------------------------ steps
+
+    def step(self, step: str, **value: Any) -> None:
+        ev = {"story": self.name, "step": step, **value}
+        self.steps.append({"step": step, **{k: v for k, v in value.items() if k != "view"}})
+        self.nem.record("story-step", ev)
+
+    def fault(self, f: str, value: Any = None) -> dict[str, Any]:
+        ev = self.nem.invoke(FaultOp(f, value))
+        self.steps.append({"fault": f, "value": ev["value"]})
+        if f == "start-partition":
+            self.partitioned = True
+        elif f == "stop-partition":
+            self.partitioned = False
+        elif f in ("stop", "kill"):
+            self.down += [n for n in ev["value"]["nodes"] if n not in self.down]
+        elif f == "start":
+            self.down = [n for n in self.down if n not in ev["value"]["nodes"]]
+        elif f == "pause":
+            self.paused += ev["value"]["nodes"]
+        elif f == "resume":
+            self.paused = [n for n in self.paused if n not in ev["value"]["nodes"]]
+        return ev
+
+    def crash_restart(self, node: str) -> None:
+        """SIGKILL and start again at once: the controller fences the old incarnation when the
+        new one registers (an election follows without waiting for the session timeout)."""
+        self.fault("kill", [node])
+        self.fault("start", [node])
+
+    def sleep(self, step: str, seconds: float) -> None:
+        time.sleep(seconds)
+        self.step(step, ok=True, waited_s=seconds)
+
+    def wait(self, step: str, tp: TP, pred: Callable[[PartitionView], bool], timeout: float) -> PartitionView | None:
+        """Poll the partition's roles until `pred` holds (its view) or `timeout` s (None)."""
+        t0 = time.monotonic()
+        timeout *= TIME_SCALE
+        last: PartitionView | None = None
+        while True:
+            try:
+                last = self.view(tp)
+                if pred(last):
+                    self.step(step, ok=True, waited_s=round(time.monotonic() - t0, 2), view=_view_json(last))
+                    return last
+            except Exception:  # noqa: BLE001 - no answer now (brokers down is the point): poll again
+                pass
+            if time.monotonic() - t0 >= timeout:
+                self.step(step, ok=False, waited_s=round(time.monotonic() - t0, 2),
+                          view=_view_json(last) if last else None)
+                return None
+            time.sleep(POLL_S)
+
+    def undo(self) -> None:
+        """Heal what this story did (network, paused and stopped nodes)."""
+        if self.paused:
+            self.fault("resume", list(self.paused))
+        if self.partitioned:
+            self.fault("stop-partition")
+        if self.down:
+            self.fault("start", list(self.down))
+
+
+def _view_json(v: PartitionView) -> dict[str, Any]:
+    return {"leader": v.leader, "isr": v.isr, "replicas": v.replicas, "controller": v.controller}
+
+
+# ---------------------------------------------------------------------- the stories
+
+
+def lrs(s: Story, candidates: Sequence[TP]) -> None:
+    """Last Replica Standing (KIP-966, scenario last_replica_standing): isolate the leader's ISR
+    followers until the ISR is the leader alone, lossy-crash the leader (power loss: its
+    unsynced writes are gone), heal. With the ELR the controller elects a follower from the
+    ELR; without it the leader is re-elected with what it kept and the followers truncate.
+    With unclean election on and the ELR members away, the leader is elected uncleanly."""
+    tp, v = s.choose(candidates, 1)
+    leader, followers = v.leader, v.followers
+    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
+    s.fault("start-partition", {"isolate": followers})
+    if s.wait("isr-is-leader", tp, lambda w: w.isr == [leader], 20) is None:
+        return
+    s.fault("power-loss", {"nodes": [leader], "torn": False})
+    s.wait("leader-after-loss", tp, lambda w: w.leader is not None, 6)
+    s.fault("stop-partition")
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+
+
+def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
+    """High-watermark truncation (seed 000, scenario hw_truncation): the second ISR follower C
+    stops hearing the leader and the first follower B (its requests still reach the leader,
+    which counts what C fetched: C's high watermark stays behind acknowledged writes). The
+    leader shuts down: B is elected and C follows it in a new epoch (pre-KIP-101 truncating to
+    its stale high watermark) without reaching it; B crashes right away and C, the last ISR
+    member, is elected. With epoch-based truncation C kept every acknowledged write."""
+    tp, v = s.choose(candidates, 2)
+    leader, (b, c) = v.leader, v.followers[:2]
+    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
+    s.fault("start-partition", {"drop": {c: [b, leader], b: [c]}})
+    s.sleep("c-hw-frozen", 1.0)
+    s.fault("stop", [leader])
+    if s.wait("b-elected", tp, lambda w: w.leader == b, 12) is None:
+        return
+    s.crash_restart(b)
+    s.wait("c-elected", tp, lambda w: w.leader == c, 12)
+    s.sleep("c-leads", 1.0)
+    s.fault("stop-partition")
+    s.fault("start", [leader])
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+
+
+def leso(s: Story, candidates: Sequence[TP]) -> None:
+    """Leader Epoch Start Offset (scenario leso_rule): both ISR followers stop hearing the
+    leader (their requests still reach it), C a moment before B; C shuts down, so the leader
+    commits on [leader, B] what C lacks; the leader shuts down and B leads with a stale local
+    high watermark and LESO at its log end. C comes back fetching from B but gets no records
+    (answers that carry data are dropped): its fetch offset is past B's stale high watermark,
+    so without the LESO rule B adds it to the ISR. B crashes; C is elected without the writes."""
+    tp, v = s.choose(candidates, 2)
+    leader, (b, c) = v.leader, v.followers[:2]
+    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
+    s.fault("start-partition", {"drop": {c: [leader]}})
+    s.sleep("c-frozen", 0.5)
+    s.fault("start-partition", {"drop": {b: [leader]}, "keep": True})
+    s.sleep("b-frozen", 0.3)
+    s.fault("stop", [c])
+    s.wait("c-out-of-isr", tp, lambda w: c not in w.isr, 8)
+    s.fault("stop", [leader])
+    if s.wait("b-elected", tp, lambda w: w.leader == b, 12) is None:
+        return
+    s.fault("start-partition", {"drop": {c: [b]}, "min_bytes": LARGE_BYTES})
+    s.fault("start", [c])
+    joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6)
+    if joined is not None:
+        s.crash_restart(b)
+        s.wait("c-elected", tp, lambda w: w.leader == c, 12)
+        s.sleep("c-leads", 1.0)
+    s.fault("stop-partition")
+    s.fault("start", [leader])
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+
+
+def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
+    """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the last ISR follower F
+    restarts (it leaves the ISR) and fetches without getting records; the controller is
+    paused (requests to it wait in its socket buffers) and F is let catch up, so the leader
+    proposes F with F's broker epoch of now; F is wiped and restarted (a new broker epoch)
+    before the controller resumes. If the controller handles the stale proposal after F's new
+    registration, only the broker-epoch check keeps the empty F out of the ISR. Then the
+    leader and the other follower crash: an ISR member left is elected."""
+    tp, v = s.choose(candidates, 2)
+    if v.controller is None or v.controller in v.replicas:
+        raise StoryError("wipe-follower needs a partition the controller has no replica of")
+    leader, (x, f) = v.leader, v.followers[:2]
+    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
+    s.fault("start-partition", {"drop": {f: [leader]}, "min_bytes": LARGE_BYTES})
+    s.crash_restart(f)
+    s.wait("f-out-of-isr", tp, lambda w: f not in w.isr, 8)
+    s.sleep("f-registered", 1.5)
+    s.fault("pause", [v.controller])
+    s.fault("stop-partition")
+    s.sleep("f-catches-up", 0.5)
+    s.fault("wipe", [f])
+    s.sleep("f-re-registers", 1.0)
+    s.fault("resume", [v.controller])
+    s.wait("f-in-isr", tp, lambda w: f in w.isr, 4)
+    s.fault("start-partition", {"drop": {f: [leader, x]}})
+    s.crash_restart(leader)
+    s.crash_restart(x)
+    s.wait("new-leader", tp, lambda w: w.leader is not None, 12)
+    s.sleep("leads", 1.0)
+    s.fault("stop-partition")
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+
+
+def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
+    """Stale partition epoch (scenario stale_partition_epoch): the leader's next
+    AlterPartition is held (the controller is paused; requests to it wait) while a follower
+    B is changed on the controller's side: B shuts down cleanly (out of the ISR, a new
+    partition epoch), A restarts so the leader proposes it back with the old partition
+    epoch, then the controller resumes. Without the partition-epoch check the stale
+    proposal (made from an ISR that still had B) is applied over the newer ISR."""
+    tp, v = s.choose(candidates, 2)
+    if v.controller is None or v.controller in v.replicas:
+        raise StoryError("stale-alter-partition needs a partition the controller has no replica of")
+    leader, (a, b) = v.leader, v.followers[:2]
+    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
+    s.crash_restart(a)
+    s.wait("a-out-of-isr", tp, lambda w: a not in w.isr, 8)
+    s.fault("start-partition", {"drop": {a: [leader]}, "min_bytes": LARGE_BYTES})
+    s.sleep("a-registered", 1.5)
+    s.fault("stop", [b])
+    s.wait("b-out-of-isr", tp, lambda w: b not in w.isr, 10)
+    s.fault("pause", [v.controller])
+    s.fault("stop-partition")
+    s.sleep("a-catches-up", 1.0)
+    s.fault("start", [b])
+    s.fault("resume", [v.controller])
+    s.wait("isr", tp, lambda w: len(w.isr) == 3, 6)
+    s.fault("start-partition", {"drop": {b: [leader, a]}})
+    s.crash_restart(leader)
+    s.crash_restart(a)
+    s.wait("new-leader", tp, lambda w: w.leader is not None, 12)
+    s.sleep("leads", 1.0)
+    s.fault("stop-partition")
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+
+
+def leader_churn(s: Story, candidates: Sequence[TP]) -> None:
+    """Leader changes in quick succession: crash-restart the leader, and as soon as another
+    replica leads, crash-restart that one too (three times). Followers that truncate on each
+    new epoch get no time to fetch back before they may be elected."""
+    tp, v = s.choose(candidates, 1)
+    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
+    leader = v.leader
+    for i in range(3):
+        assert leader is not None
+        s.crash_restart(leader)
+        w = s.wait(f"leader-{i + 2}", tp, lambda w, old=leader: w.leader not in (None, old), 12)
+        if w is None:
+            return
+        leader = w.leader
+    s.wait("healed", tp, lambda w: len(w.isr) > 1, 10)
+
+
+STORIES: dict[str, Callable[[Story, Sequence[TP]], None]] = {
+    "lrs": lrs, "hw-truncation": hw_truncation, "leso": leso, "wipe-follower": wipe_follower,
+    "stale-alter-partition": stale_alter_partition, "leader-churn": leader_churn,
+}
+
+
+def play(nemesis: Nemesis, name: str, candidates: Sequence[TP]) -> dict[str, Any]:
+    """Play story `name` on one of `candidates`; returns the value of its `stop-NAME` event."""
+    s = Story(nemesis, name)
+    nemesis.record(f"start-{name}", {"candidates": [list(c) for c in candidates]})
+    error = None
+    try:
+        STORIES[name](s, candidates)
+    except Exception as e:  # noqa: BLE001 - recorded in the story's stop event; undo below
+        error = f"{type(e).__name__}: {e}"
+    try:
+        s.undo()
+    except Exception as e:  # noqa: BLE001 - the final heal retries it
+        error = (error + "; " if error else "") + f"undo: {type(e).__name__}: {e}"
+    out: dict[str, Any] = {"story": name, "steps": s.steps}
+    if error:
+        out["error"] = error
+    return out
+
+
+def _wipe(nemesis: Nemesis, spec: Any) -> dict[str, Any]:
+    """SIGKILL, remove the data dir's content, start (a follower whose disk was replaced)."""
+    db = nemesis._need_db()
+    nodes = nemesis.targets(spec or "one")
+    for n in nodes:
+        node = nemesis.cluster.node(n)
+        db.kill(node)
+        db.wipe(node)
+        db.start(node)
+    nemesis.killed -= set(nodes)
+    nemesis.paused -= set(nodes)
+    return {"nodes": nodes}
+
+
+def install_stories(nemesis: Nemesis, pick: Callable[[Any], Sequence[TP]], names: Sequence[str] = tuple(STORIES)
+                    ) -> None:
+    """Register the stories `names` (op value: None, the candidates are `pick(nemesis.rng)`,
+    or a list of [topic, partition]) and `wipe`."""
+    for name in names:
+        def run(value: Any, name: str = name) -> dict[str, Any]:
+            cands = [tuple(c) for c in value] if value else list(pick(nemesis.rng))
+            return play(nemesis, name, cands)  # type: ignore[arg-type]
+
+        nemesis.register(name, run, recorded=f"stop-{name}")
+    nemesis.register("wipe", lambda spec: _wipe(nemesis, spec))

@@ -1,0 +1,273 @@
+"""Fault stories and the rotation schedule, without a cluster: the schedule's order and calm
+share, `mix` expansion, the schedule's delays counted from the end of the previous op, the
+roles read from metadata, and each story's steps against a small model of a partition's
+leadership (nodes and the broker are stand-ins here; tests/nemesis/test_stories_e2e.py plays
+the stories on real brokers)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+import pytest
+
+from harness.faults import DEFAULT_MIX, MIX, ScheduleGenerator, expand, fault_packages, rotates
+from harness.generator import NEMESIS_THREAD, Context
+from nemesis import stories
+from nemesis.core import FaultOp, Nemesis
+from nemesis.schedule import FaultPackage, rotation
+from nemesis.targets import Metadata, PartitionInfo, partition_view
+
+TOPICS = {"t": 2}
+
+
+# ---------------------------------------------------------------------- the schedule
+
+
+def test_mix_expands_to_the_stories_and_generic_packages():
+    assert expand([MIX]) == list(DEFAULT_MIX)
+    assert expand(["kill", MIX]) == ["kill", *[n for n in DEFAULT_MIX if n != "kill"]]
+    assert rotates([MIX]) and not rotates(["partition", "kill"])
+    names = [p.name for p in fault_packages([MIX], TOPICS)]
+    assert set(stories.STORIES) <= set(names) and {"partition", "kill"} <= set(names)
+    with pytest.raises(ValueError, match="unknown nemesis nope"):
+        fault_packages(["nope"], TOPICS)
+
+
+def test_rotation_plays_every_package_once_per_round_with_calm_periods():
+    flip = [FaultPackage(k, lambda rng, k=k: FaultOp(f"start-{k}"), FaultOp(f"stop-{k}")) for k in ("a", "b")]
+    instant = [FaultPackage(k, lambda rng, k=k: FaultOp(k), None) for k in ("s1", "s2", "s3")]
+    pkgs = flip + instant
+    ops = list(islice(rotation(pkgs, 10.0, random.Random(3)), 700))
+    starts = [op.f for _, op in ops if not op.f.startswith("stop-")]
+    for r in range(0, 100 * len(pkgs), len(pkgs)):  # each round: every package once, a new order
+        assert sorted(starts[r:r + len(pkgs)]) == ["s1", "s2", "s3", "start-a", "start-b"]
+    assert len({tuple(starts[r:r + len(pkgs)]) for r in range(0, 100 * len(pkgs), len(pkgs))}) > 10
+    calm = held = 0.0
+    for (_, op0), (d1, op1) in zip(ops, ops[1:], strict=False):
+        if op0.f.startswith("start-"):  # a flip-flop's stop follows its start, about `interval` later
+            assert op1.f == "stop-" + op0.f[6:] and 5.0 <= d1 <= 15.0
+            held += d1
+        else:  # after a stop or an instant: a calm period of interval/3 +-50%
+            assert 10 / 3 * 0.5 <= d1 <= 10 / 3 * 1.5
+            calm += d1
+    # each fault (held about `interval`) is followed by interval/3 without faults on average:
+    # a quarter of the time is calm
+    gaps = len(starts) - 1
+    assert 0.23 < (calm / gaps) / (calm / gaps + 10.0) < 0.27
+    assert 9.0 < held / sum(1 for f in starts if f.startswith("start-")) < 11.0
+
+
+def test_schedule_delays_count_from_the_end_of_the_previous_op():
+    pkgs = fault_packages(["lrs"], TOPICS)
+    g = ScheduleGenerator(pkgs, 4.0, random.Random(1), rotate=True)
+    ctx = Context(0, random.Random(0), {NEMESIS_THREAD: "nemesis"}, frozenset([NEMESIS_THREAD]))
+    op1 = g.op(ctx)
+    assert op1["f"] == "lrs" and 0 < op1["time"] <= int(4.0 * 1.5 / 3 * 1e9)
+    later = 60 * 10**9  # the story took a minute: the next calm period starts now
+    op2 = g.op(Context(later, random.Random(0), {NEMESIS_THREAD: "nemesis"}, frozenset([NEMESIS_THREAD])))
+    assert later < op2["time"] <= later + int(4.0 * 1.5 / 3 * 1e9)
+
+
+def test_partition_view_names_roles_in_assignment_order():
+    addrs = {f"n{i}": f"10.0.0.{i}" for i in range(1, 6)}
+    md = Metadata({i: f"10.0.0.{i + 1}" for i in range(5)}, 0,
+                  {("t", 0): PartitionInfo(leader=3, replicas=[3, 1, 4], isrs=[4, 3, 1])})
+    v = partition_view(md, "t", 0, addrs)
+    assert (v.leader, v.replicas, v.isr, v.followers, v.controller) == ("n4", ["n4", "n2", "n5"],
+                                                                        ["n4", "n2", "n5"], ["n2", "n5"], "n1")
+
+
+# ---------------------------------------------------------------------- stories on a model
+
+
+@dataclass
+class Model:
+    """One partition's leadership, as the controller would move it (enough for the stories'
+    waits): replicas n2, n3, n4 (assignment order), controller n1."""
+
+    replicas: list[str] = field(default_factory=lambda: ["n2", "n3", "n4"])
+    leader: str | None = "n2"
+    isr: list[str] = field(default_factory=lambda: ["n2", "n3", "n4"])
+    down: set[str] = field(default_factory=set)
+    cut: set[str] = field(default_factory=set)  # nodes that hear nobody
+    unclean: set[str] = field(default_factory=set)  # lost power: not electable from the ELR
+
+    def lose(self, node: str) -> None:
+        self.isr = [n for n in self.isr if n != node]
+        if self.leader == node:
+            self.leader = next((n for n in self.isr if n not in self.down), None)
+
+    def settle(self) -> None:
+        if self.leader is None and not self.isr:  # elected from the ELR
+            self.leader = next((n for n in self.replicas if n not in self.down | self.cut | self.unclean), None)
+            self.isr = [self.leader] if self.leader else []
+        for n in list(self.isr):
+            if n != self.leader and (n in self.cut or n in self.down):
+                self.isr.remove(n)
+        for n in self.replicas:
+            if self.leader and n not in self.isr and n not in self.down and n not in self.cut and self.leader not in self.cut:
+                self.isr = [r for r in self.replicas if r in self.isr or r == n]
+
+    def metadata(self) -> Metadata:
+        self.settle()
+        ids = {f"n{i}": i - 1 for i in range(1, 6)}
+        info = PartitionInfo(ids[self.leader] if self.leader else -1, [ids[r] for r in self.replicas],
+                             [ids[r] for r in self.isr])
+        return Metadata({i - 1: f"10.0.0.{i}" for i in range(1, 6)}, 0, {("t", 0): info})
+
+
+class StandInNode:
+    def __init__(self, name: str):
+        self.name, self.address = name, f"10.0.0.{name[1:]}"
+
+
+class StandInCluster:
+    def __init__(self) -> None:
+        self.nodes = [StandInNode(f"n{i}") for i in range(1, 6)]
+
+    def node(self, name: str) -> StandInNode:
+        return next(n for n in self.nodes if n.name == name)
+
+
+class ModelDB:
+    def __init__(self, model: Model):
+        self.m = model
+
+    def kill(self, node: Any) -> None:
+        self.m.down.add(node.name)
+        self.m.lose(node.name)
+
+    stop = kill
+
+    def start(self, node: Any) -> int:
+        self.m.down.discard(node.name)
+        if self.m.leader is None and node.name in self.m.isr:
+            self.m.leader = node.name
+        return 1
+
+    def pause(self, node: Any) -> None: ...
+    def resume(self, node: Any) -> None: ...
+    def wipe(self, node: Any) -> None: ...
+    def running(self, node: Any) -> bool:
+        return node.name not in self.m.down
+
+
+class Events(list):
+    def append(self, ev: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
+        super().append(ev)
+        return ev
+
+
+def model_nemesis(model: Model) -> tuple[Nemesis, Events]:
+    ev = Events()
+    nem = Nemesis(StandInCluster(), ModelDB(model), ev, rng=random.Random(1), metadata=model.metadata)  # type: ignore[arg-type]
+
+    def partition(spec: Any) -> dict[str, Any]:
+        if "isolate" in spec:  # the followers isolated from everyone leave the ISR
+            model.cut |= set(nem.targets(spec["isolate"]))
+        return {"spec": spec}
+
+    def heal(_v: Any = None) -> dict[str, Any]:
+        model.cut.clear()
+        return {"healed": "network"}
+
+    def power_loss(v: Any) -> dict[str, Any]:
+        for n in nem.targets(v["nodes"]):
+            model.down.add(n)
+            model.lose(n)
+            model.unclean.add(n)
+            model.down.discard(n)
+        return {"nodes": v["nodes"]}
+
+    nem.register("start-partition", partition)
+    nem.register("stop-partition", heal)
+    nem.register("power-loss", power_loss)
+    stories.install_stories(nem, lambda rng: [("t", 0)])
+    return nem, ev
+
+
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch):
+    monkeypatch.setattr(stories, "POLL_S", 0.0)
+    monkeypatch.setattr(stories, "TIME_SCALE", 0.001)
+    monkeypatch.setattr(stories.time, "sleep", lambda s: None)
+
+
+def faults(ev: list[dict[str, Any]]) -> list[str]:
+    return [e["f"] for e in ev if e["f"] != "story-step"]
+
+
+def steps(ev: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    return [(e["value"]["step"], e["value"]["ok"]) for e in ev if e["f"] == "story-step"]
+
+
+def test_lrs_isolates_followers_waits_for_isr_then_power_loss_of_leader():
+    m = Model()
+    nem, ev = model_nemesis(m)
+    nem.invoke(FaultOp("lrs"))
+    assert faults(ev) == ["start-lrs", "start-partition", "power-loss", "stop-partition", "stop-lrs"]
+    assert ev[2]["value"]["spec"] == {"isolate": ["n3", "n4"]}
+    assert ev[4]["value"]["nodes"] == ["n2"]
+    assert ("isr-is-leader", True) in steps(ev) and ("healed", True) in steps(ev)
+    assert "error" not in ev[-1]["value"] and not m.cut
+
+
+def test_hw_truncation_stops_leader_crashes_the_new_one_and_starts_everything():
+    m = Model()
+    nem, ev = model_nemesis(m)
+    nem.invoke(FaultOp("hw-truncation"))
+    assert faults(ev) == ["start-hw-truncation", "start-partition", "stop", "kill", "start", "stop-partition",
+                          "start", "stop-hw-truncation"]
+    assert ev[2]["value"]["spec"] == {"drop": {"n4": ["n3", "n2"], "n3": ["n4"]}}
+    assert [s for s in steps(ev) if s[0] in ("b-elected", "c-elected")] == [("b-elected", True), ("c-elected", True)]
+    assert not m.down and nem.killed == set()
+
+
+def test_leader_churn_changes_leader_three_times():
+    m = Model()
+    nem, ev = model_nemesis(m)
+    nem.invoke(FaultOp("leader-churn"))
+    assert faults(ev).count("kill") == 3 and faults(ev).count("start") == 3
+    assert [s for s in steps(ev) if s[0].startswith("leader-")] == [("leader-2", True), ("leader-3", True),
+                                                                     ("leader-4", True)]
+
+
+def test_a_story_that_fails_undoes_its_faults_and_says_why():
+    m = Model()
+    nem, ev = model_nemesis(m)
+
+    def broken(s: stories.Story, candidates: Any) -> None:
+        s.fault("start-partition", {"isolate": ["n3"]})
+        s.fault("stop", ["n4"])
+        raise RuntimeError("step failed")
+
+    stories.STORIES["broken"] = broken
+    try:
+        stories.install_stories(nem, lambda rng: [("t", 0)], ["broken"])
+        nem.invoke(FaultOp("broken"))
+    finally:
+        del stories.STORIES["broken"]
+    assert faults(ev) == ["start-broken", "start-partition", "stop", "stop-partition", "start", "stop-broken"]
+    assert ev[-1]["value"]["error"] == "RuntimeError: step failed"
+    assert not m.cut and not m.down
+
+
+def test_a_story_without_the_roles_it_needs_does_nothing():
+    m = Model(isr=["n2"])
+    m.down = {"n3", "n4"}
+    nem, ev = model_nemesis(m)
+    nem.invoke(FaultOp("hw-truncation"))
+    assert faults(ev) == ["start-hw-truncation", "stop-hw-truncation"]
+    assert "no partition has a leader and 2 ISR followers" in ev[-1]["value"]["error"]
+
+
+def test_waits_are_bounded():
+    m = Model()
+    nem, ev = model_nemesis(m)
+    m.settle = lambda: None  # type: ignore[method-assign]  # the ISR never shrinks
+    nem.invoke(FaultOp("lrs"))
+    assert steps(ev) == [("roles", True), ("isr-is-leader", False)]
+    assert faults(ev) == ["start-lrs", "start-partition", "stop-partition", "stop-lrs"]
