@@ -41,7 +41,7 @@ from typing import Any
 from harness import generator as gen
 from harness import interpreter, store
 from harness.errors import InputError, exit_code_for
-from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op
+from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op, rotates
 from harness.history import HistoryWriter
 from harness.nodelogs import clock_anchor
 from harness.progress import Progress
@@ -58,7 +58,7 @@ class TestOptions:
     backend: str = "local"
     nodes: int = 5
     workload: str = "queue"
-    nemesis: list[str] = field(default_factory=lambda: ["partition", "kill"])
+    nemesis: list[str] = field(default_factory=lambda: ["mix"])  # harness.faults.DEFAULT_MIX, rotated
     nemesis_interval: float = 10.0
     acks: str = "all"
     rf: int = 3
@@ -313,7 +313,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
             sched_rng = random.Random(f"{seed}/schedule")
             main = gen.time_limit(o.time_limit, gen.any_of(
                 gen.clients(gen.rate(o.rate, wl.generator())),
-                gen.nemesis(ScheduleGenerator(pkgs, o.nemesis_interval, sched_rng))))
+                gen.nemesis(ScheduleGenerator(pkgs, o.nemesis_interval, sched_rng, rotate=rotates(o.nemesis)))))
             final = wl.final_generator()
             phase_names = iter(["workload", "heal", "final"])
             phase_limits = {"workload": o.time_limit, "final": o.final_time_limit}
