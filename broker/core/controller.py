@@ -354,12 +354,9 @@ class Controller:
         if b is not None and b.incarnation_id == req.incarnation_id:
             self.last_heartbeat[req.broker_id] = now_ms
             return BrokerRegistrationResponse(req.correlation_id, ErrorCode.none, b.broker_epoch)
-        if (
-            b is not None
-            and not b.fenced
-            and now_ms - self.last_heartbeat.get(req.broker_id, now_ms) <= self.config.broker_session_timeout_ms
-        ):
-            return BrokerRegistrationResponse(req.correlation_id, ErrorCode.duplicate_broker_registration)
+        # A new incarnation means the old process is gone (a node id runs one process): its
+        # session ends now, not a session timeout later, so a restarted broker serves again
+        # at once and its dead incarnation is never elected meanwhile (the old epoch is fenced).
         if b is not None:
             if not b.fenced:
                 self._fence(req.broker_id, acts)

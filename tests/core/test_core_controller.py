@@ -81,9 +81,22 @@ def test_heartbeat_with_a_stale_epoch_is_rejected():
     assert r.error is ErrorCode.stale_broker_epoch
 
 
-def test_duplicate_registration_while_the_session_is_alive():
-    k = Cluster()
-    assert k.register(1, incarnation="other").error is ErrorCode.duplicate_broker_registration
+def test_a_new_incarnation_replaces_the_live_one_at_once():
+    """A restarted broker (new incarnation) is registered while its old session is still
+    alive: the old epoch is fenced at once, it leaves the leadership and the ISR, and its
+    requests are stale from then on (issue 14: back in service within 2 s of a restart)."""
+    k = Cluster(broker_session_timeout_ms=9000)
+    k.create()
+    old = k.epochs[1]
+    assert k.reg.leader == 1
+    k.now = 500
+    r = k.register(1, incarnation="restarted", previous=-1)
+    assert r.error is ErrorCode.none and r.broker_epoch > old
+    assert k.c.image.brokers[1].fenced and k.c.image.brokers[1].incarnation_id == "restarted"
+    assert k.reg.leader != 1 and 1 not in k.reg.isr  # the dead incarnation leads nothing
+    assert reply(k.c.handle(1, BrokerHeartbeatRequest(2, 1, old, 0), k.now)).error is ErrorCode.stale_broker_epoch
+    hb = k.heartbeat(1)  # the new incarnation, caught up: unfenced
+    assert hb.error is ErrorCode.none and not k.c.image.brokers[1].fenced
 
 
 def test_session_timeout_fences_and_elects():
