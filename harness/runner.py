@@ -7,7 +7,8 @@
 2. create the cluster (`--backend`), install and start a broker on every node, wait until
    each accepts connections, create the workload's topics (every partition has a leader);
    then history.jsonl is opened: its time 0 is the start of the workload;
-3. the main phase: the workload's ops at `--rate` on `--concurrency` client threads, and the
+3. the main phase: the workload's ops at `--rate` at most, on `--concurrency` client threads
+   (and the queue workload's `--in-flight` send-only threads beside them), and the
    nemesis schedule (`--nemesis`, a fault every `--nemesis-interval` s), for `--time-limit` s;
 4. heal: every package's final ops, then `Nemesis.heal_all`; wait until every broker
    accepts connections again;
@@ -42,7 +43,7 @@ from harness import generator as gen
 from harness import interpreter, store
 from harness.errors import InputError, exit_code_for
 from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op, rotates
-from harness.history import HistoryWriter
+from harness.history import FINAL_HEAL_F, HistoryWriter
 from harness.nodelogs import clock_anchor
 from harness.progress import Progress
 
@@ -69,13 +70,15 @@ class TestOptions:
     safeguards_off: list[str] = field(default_factory=list)
     unclean_election: bool = False  # unclean.leader.election.enable=true: a configuration, policy-allowed loss
     time_limit: float = 60.0
-    rate: float = 100.0
+    rate: float = 5000.0
     concurrency: str = "1n"
+    in_flight: int = 64  # queue workload: send-only processes beside the --concurrency clients
     test_count: int = 1
     seed: int | None = None
     client: str = "confluent"
     request_timeout: float = 5.0
     final_time_limit: float = 15.0
+    recovery_time_limit: float = 30.0  # s after the final heal for every key to take a write and a read
     checker_time_limit: float | None = 120.0
     transport: str = "nsenter"
     inventory: str | None = None
@@ -140,11 +143,14 @@ def validate(o: TestOptions) -> None:
         bad("partitions", "at least 1")
     if o.flush_policy not in FLUSH_POLICIES and not str(o.flush_policy).isdigit():
         bad("flush-policy", f"{o.flush_policy!r} is not none, every or a number of messages")
-    for opt, v in (("time-limit", o.time_limit), ("rate", o.rate), ("nemesis-interval", o.nemesis_interval)):
+    for opt, v in (("time-limit", o.time_limit), ("rate", o.rate), ("nemesis-interval", o.nemesis_interval),
+                   ("recovery-time-limit", o.recovery_time_limit)):
         if not v > 0:
             bad(opt, f"{v} must be positive")
     if o.test_count < 1:
         bad("test-count", "at least 1")
+    if o.in_flight < 0:
+        bad("in-flight", f"{o.in_flight} must not be negative")
     try:
         gen.parse_concurrency(o.concurrency, o.nodes)
     except ValueError as e:
@@ -238,10 +244,10 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     if on_run_dir is not None:
         on_run_dir(run_dir)
     cluster_name = f"wt{secrets.token_hex(3)}"
-    threads = gen.parse_concurrency(o.concurrency, o.nodes)
+    clients = gen.parse_concurrency(o.concurrency, o.nodes)
     test: dict[str, Any] = {
         "name": name, "run_id": store.run_id(run_dir), "start": start.isoformat(timespec="milliseconds"),
-        "end": None, "seed": seed, "options": {**o.to_dict(), "seed": seed, "concurrency_threads": threads},
+        "end": None, "seed": seed, "options": {**o.to_dict(), "seed": seed, "concurrency_threads": clients},
         "cluster": {"backend": o.backend, "name": cluster_name}, "versions": store.versions(),
         "git": store.git_info(), "argv": None,
     }
@@ -250,6 +256,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     store.write_json(run_dir / "test.json", test)
     timings = _Timings()
     wl = workloads.make(o.workload, workload_options(test["options"]))
+    threads = clients + wl.send_lanes()
     topics = wl.topics()
     pkgs = fault_packages(o.nemesis, topics)
     history: HistoryWriter | None = None  # opened when the workload starts: time 0 is its start
@@ -303,6 +310,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
                         if errs:
                             history.append({"process": "nemesis", "type": "info", "f": "heal-errors",
                                             "value": {"errors": errs}})
+                        history.append({"process": "nemesis", "type": "info", "f": FINAL_HEAL_F,
+                                        "value": {"healed": not errs}})  # liveness is judged from here
                         return None
                     return nem.invoke(FaultOp(op["f"], op.get("value")))
                 except Exception as e:  # noqa: BLE001 - a fault that fails is recorded, the test goes on
