@@ -166,8 +166,8 @@ def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
     stops hearing the leader and the first follower B (its requests still reach the leader,
     which counts what C fetched: C's high watermark stays behind acknowledged writes). The
     leader shuts down: B is elected and C follows it in a new epoch (pre-KIP-101 truncating to
-    its stale high watermark) without reaching it; B crashes right away and C, the last ISR
-    member, is elected. With epoch-based truncation C kept every acknowledged write."""
+    its stale high watermark) without reaching it; B crashes right away (and stays down until
+    the controller fences it) and C, the last ISR member, is elected. With epoch-based truncation C kept every acknowledged write."""
     tp, v = s.choose(candidates, 2)
     leader, (b, c) = v.leader, v.followers[:2]
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
@@ -176,11 +176,11 @@ def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("stop", [leader])
     if s.wait("b-elected", tp, lambda w: w.leader == b, 12) is None:
         return
-    s.crash_restart(b)
-    s.wait("c-elected", tp, lambda w: w.leader == c, 12)
+    s.fault("kill", [b])
+    s.wait("c-elected", tp, lambda w: w.leader == c, 15)
     s.sleep("c-leads", 1.0)
     s.fault("stop-partition")
-    s.fault("start", [leader])
+    s.fault("start", [leader, b])
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
 
 
@@ -207,11 +207,11 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("start", [c])
     joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6)
     if joined is not None:
-        s.crash_restart(b)
-        s.wait("c-elected", tp, lambda w: w.leader == c, 12)
+        s.fault("kill", [b])
+        s.wait("c-elected", tp, lambda w: w.leader == c, 15)
         s.sleep("c-leads", 1.0)
     s.fault("stop-partition")
-    s.fault("start", [leader])
+    s.undo()
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
 
 
