@@ -27,11 +27,15 @@ a controlled shutdown syncs), clean stops, pauses, partitions and clock faults a
 Concurrency. A partition's replica on node n is *lost* from its lossy shutdown until it is
 back in the partition's ISR; a lossy shutdown of another replica while k replicas are lost
 makes k + 1 concurrent. When is a replica back?
-- With observations (the history has `cluster-state` events): at the first observed state,
-  after the fault event, that lists n in the ISR, once n was seen outside the ISR since the
-  fault (the observed state at the fault's time, i.e. the last one before it, counts). A
-  restarted broker stays in the ISR until the controller fences its old session, so an ISR
-  that still lists n right after the fault proves nothing; seeing it leave and return does.
+- With observations (the history has `cluster-state` events; the observed state holds from
+  one event to the next, as the observer records only changes): when the state in force lists
+  n in the ISR, after the fault, and either n was seen outside the ISR since the fault (the
+  state in force at the fault counts), or `STALE_NS` (12 s) have passed since the fault. A
+  restarted broker stays in the ISR until the controller fences its old session (9 s), so an
+  ISR that still lists n right after the fault proves nothing; seeing it leave and return
+  does, and so does an ISR listing it after the fence (the leader re-adds a replica only once
+  it caught up): the observer, polling every 0.5 s, can miss an out-of-ISR spell shorter
+  than that.
 - Without observations (an old run): as soon as n *could* have rejoined, i.e. the first
   moment after the fault at which n was running (not killed, stopped or removed), not
   paused and not cut off from every other node by a partition's grudge. So only losses of nodes that were down, paused or isolated at once (or in one
@@ -50,6 +54,10 @@ from typing import Any
 CLUSTER_STATE = "cluster-state"  # nemesis.observer's event
 LAZYFS_PACKAGES = frozenset({"power-loss", "power-loss-one"})  # --nemesis packages that mount LazyFS (lossy kills)
 _PARTITION_DIR = re.compile(r"^(?!__)(.+)-(\d+)$")
+# how long an ISR may still list a replica after its broker restarted: until the controller
+# fences the old session (broker.session.timeout.ms, 9 s in wrack-broker), plus 3 s for the
+# metadata to reach the brokers and for the observer's request (2 s timeout)
+STALE_NS = 12 * 10**9
 
 
 @dataclass(frozen=True)
@@ -260,9 +268,11 @@ def durability(events: Sequence[Mapping[str, Any]], *, min_isr: int, nemesis: Se
             continue
         if ev["f"] == CLUSTER_STATE and isinstance(ev.get("value"), Mapping):
             state = ev["value"]
-            _observe(lost, state)
+            _observe(lost, state, ev["time"])
             continue
         avail.apply(ev)
+        if state is not None and ev["index"] in by_index:
+            _observe(lost, state, ev["time"], fresh=False)  # the state still in force now
         for x in by_index.get(ev["index"], []):
             hit = x.keys if x.keys is not None else (
                 {k for k in every if x.node in assignment.get(k, ())} if observed else
@@ -279,13 +289,15 @@ def durability(events: Sequence[Mapping[str, Any]], *, min_isr: int, nemesis: Se
     return res
 
 
-def _observe(lost: _Lost, state: Mapping[str, Any]) -> None:
+def _observe(lost: _Lost, state: Mapping[str, Any], now: int, fresh: bool = True) -> None:
+    """Apply the observed `state`, in force at time `now` (`fresh`: observed at `now`, else an
+    earlier observation nothing has changed since): replicas seen out of the ISR, and back."""
     for k, nodes in lost.by_key.items():
         isr = _isr(state, k)
         if isr is None:
             continue
-        for n in list(nodes):
+        for n, x in list(nodes.items()):
             if n not in isr:
-                lost.seen_out[(k, n)] = True
-            elif lost.seen_out.get((k, n)):
+                lost.seen_out[(k, n)] = fresh or lost.seen_out.get((k, n), False)
+            elif lost.seen_out.get((k, n)) or now - x.time >= STALE_NS:
                 lost.back(k, n)
