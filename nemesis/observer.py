@@ -16,6 +16,10 @@ named; an id never seen is `broker:<id>`); keys are the workloads' `topic-partit
 (`workloads.base.key_of`); internal topics (`__*`) are left out. A leader or controller of -1
 is null; ISR and replica lists are in the metadata's order.
 
+What it sees is one broker's metadata cache (librdkafka asks a broker it is connected to): a
+broker cut off from the controller answers from a stale cache, so an observation may lag
+the controller by the time the partition lasts.
+
 Contracts: the observer never blocks its caller (one daemon thread; a poll that fails or
 times out is counted and skipped, nothing is appended for it); `stop()` is idempotent and
 returns within about the metadata timeout. Consumers of the history treat these events as
