@@ -216,35 +216,33 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
 
 
 def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
-    """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the last ISR follower F
-    restarts (it leaves the ISR) and fetches without getting records; the controller is
-    paused (requests to it wait in its socket buffers) and F is let catch up, so the leader
-    proposes F with F's broker epoch of now; F is wiped and restarted (a new broker epoch)
-    before the controller resumes. If the controller handles the stale proposal after F's new
-    registration, only the broker-epoch check keeps the empty F out of the ISR. Then the
-    leader and the other follower crash: an ISR member left is elected."""
+    """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the leader is paused
+    (what is sent to it waits in its socket buffers); the last ISR follower F crash-restarts
+    (it leaves the ISR, a new broker epoch) and sends its first fetch, from its log end, to
+    the paused leader; F is then wiped and restarted (another broker epoch) and fetches
+    without getting records. When the leader resumes it reads the caught-up fetch of F's
+    previous incarnation and proposes F with that broker epoch: only the broker-epoch check
+    keeps the empty F out of the ISR. F is cut off from the other replicas, which shut down:
+    the controller elects F if it is in the ISR."""
     tp, v = s.choose(candidates, 2)
-    if v.controller is None or v.controller in v.replicas:
-        raise StoryError("wipe-follower needs a partition the controller has no replica of")
     leader, (x, f) = v.leader, v.followers[:2]
+    if v.controller == leader:
+        raise StoryError("wipe-follower pauses the leader: it must not be the controller")
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    s.fault("start-partition", {"drop": {f: [leader]}, "min_bytes": LARGE_BYTES})
+    s.fault("pause", [leader])
     s.crash_restart(f)
-    s.wait("f-out-of-isr", tp, lambda w: f not in w.isr, 8)
-    s.sleep("f-registered", 1.5)
-    s.fault("pause", [v.controller])
-    s.fault("stop-partition")
-    s.sleep("f-catches-up", 0.5)
+    s.sleep("f-fetches-from-paused-leader", 2.0)
+    s.fault("start-partition", {"drop": {f: [leader]}, "min_bytes": LARGE_BYTES})
     s.fault("wipe", [f])
-    s.sleep("f-re-registers", 1.0)
-    s.fault("resume", [v.controller])
+    s.sleep("f-re-registers", 1.5)
+    s.fault("resume", [leader])
     s.wait("f-in-isr", tp, lambda w: f in w.isr, 4)
-    s.fault("start-partition", {"drop": {f: [leader, x]}})
-    s.crash_restart(leader)
-    s.crash_restart(x)
-    s.wait("new-leader", tp, lambda w: w.leader is not None, 12)
+    s.fault("start-partition", {"drop": {f: [leader, x], leader: [f], x: [f]}})
+    s.fault("stop", [leader, x])
+    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 10)
     s.sleep("leads", 1.0)
     s.fault("stop-partition")
+    s.fault("start", [leader, x])
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
 
 
