@@ -98,6 +98,13 @@ class BrokerDB:
         self.hooks: list[Any] = []
         self.node_ids: dict[str, int] = {}  # node.id overrides (nemesis/membership.py)
 
+    def active_controller(self) -> str | None:
+        """The address of the node running the active controller: the first of the
+        `opts.controllers` controller nodes (each controller keeps its own single-voter
+        metadata log, and brokers register with that one), None if it is not running."""
+        node = self.cluster.nodes[0]
+        return node.address if self.running(node) else None
+
     # paths on a node
     def dir(self, node: Node) -> str:
         return node.path(self.service)

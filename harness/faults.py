@@ -8,6 +8,7 @@ leaders, found through the cluster's metadata at the moment of the fault:
 - `kill-leader`: SIGKILL the current leader of a random topic-partition, later start all;
 - `partition-leader`: isolate the current leader of a random topic-partition from every
   other node, later heal;
+- `kill-controller` / `partition-controller`: the same for the active controller's node;
 - the fault stories of `nemesis.stories` (lrs, hw-truncation, leso, wipe-follower,
   stale-alter-partition, leader-churn), each aimed at one of the workload's partitions.
 
@@ -87,17 +88,34 @@ def extra_packages(topics: Mapping[str, int]) -> dict[str, Any]:
     }
 
 
+def controller_packages() -> dict[str, Any]:
+    """`kill-controller` (SIGKILL the active controller's node, later start all) and
+    `partition-controller` (isolate it from every other node, later heal); the controller
+    is found through the cluster's metadata at the moment of the fault."""
+    from nemesis.core import FaultOp
+    from nemesis.schedule import FaultPackage
+
+    ctl = {"role": "controller"}
+    return {
+        "kill-controller": lambda: FaultPackage("kill-controller", lambda rng: FaultOp("kill", ctl),
+                                                FaultOp("start", "all"), [FaultOp("start", "all")], "#D98880"),
+        "partition-controller": lambda: FaultPackage(
+            "partition-controller", lambda rng: FaultOp("start-partition", {"isolate": ctl}),
+            FaultOp("stop-partition"), [FaultOp("stop-partition")], "#D9C880"),
+    }
+
+
 def known_packages(topics: Mapping[str, int] | None = None) -> list[str]:
     from nemesis.schedule import PACKAGES
 
-    return sorted(set(PACKAGES) | set(extra_packages(topics or {"t": 1})) | {MIX})
+    return sorted(set(PACKAGES) | set(extra_packages(topics or {"t": 1})) | set(controller_packages()) | {MIX})
 
 
 def fault_packages(names: Sequence[str], topics: Mapping[str, int]) -> list[Any]:
     """Packages for `--nemesis` names (ValueError naming the unknown ones)."""
     from nemesis.schedule import PACKAGES
 
-    extra = extra_packages(topics)
+    extra = {**extra_packages(topics), **controller_packages()}
     bad = [n for n in names if n != MIX and n not in PACKAGES and n not in extra]
     if bad:
         raise ValueError(f"unknown nemesis {', '.join(bad)} (known: {', '.join(known_packages(topics))})")

@@ -270,7 +270,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
         cluster = mod.create(ClusterSpec(name=cluster_name, nodes=o.nodes, transport=o.transport, options=opts))
         db = BrokerDB(cluster, broker_options(o))
         nem = Nemesis(cluster, db, None, rng=random.Random(f"{seed}/targets"),
-                      metadata=KafkaMetadata(db.bootstrap_servers()))
+                      metadata=KafkaMetadata(db.bootstrap_servers(), active_controller=db.active_controller))
         prepare_faults(nem, pkgs)  # node-side fault machinery (LazyFS mounts, clock preload): before db.setup
         collecting = _Collecting(db, o.collect_data)
         with always_heal(cluster, nemesis=nem, db=collecting, run_dir=str(run_dir / "nodes")):
@@ -287,7 +287,8 @@ def run_test(o: TestOptions, progress: Progress | None = None,
             test["history_start"] = clock_anchor(history.start_ns)  # node log times -> history time
             store.write_json(run_dir / "test.json", test)
             nem.history = history
-            observer = ClusterObserver(KafkaMetadata(db.bootstrap_servers(), timeout=2.0),
+            observer = ClusterObserver(KafkaMetadata(db.bootstrap_servers(), timeout=2.0,
+                                                     active_controller=db.active_controller),
                                        {n.name: n.address for n in cluster.nodes}, history).start()
             timings.lap("setup")
             _preload_reporting()

@@ -48,11 +48,18 @@ class KafkaMetadata:
     """A `MetadataSource` for a whole test: one long-lived AdminClient, made at the first call
     and reused (thread-safe: librdkafka serialises the requests), with librdkafka's own
     logging off, so brokers that are down (the point of a fault) print nothing on stderr.
-    A call that gets no answer within `timeout` s raises confluent-kafka's KafkaException."""
+    A call that gets no answer within `timeout` s raises confluent-kafka's KafkaException.
 
-    def __init__(self, bootstrap: str, timeout: float = 5.0):
+    A KRaft broker's Metadata answer names any live broker as the controller (clients send
+    it admin requests, which it forwards: KIP-590), not the active controller: give
+    `active_controller`, a callable returning the active controller's address (the DB knows
+    it), and `controller_id` is the broker at that address (-1 when none is listed)."""
+
+    def __init__(self, bootstrap: str, timeout: float = 5.0,
+                 active_controller: Callable[[], str | None] | None = None):
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self.active_controller = active_controller
         self._admin: Any = None
 
     def __call__(self) -> Metadata:
@@ -66,7 +73,12 @@ class KafkaMetadata:
         md = self._admin.list_topics(timeout=self.timeout)
         parts = {(t, p): PartitionInfo(pm.leader, list(pm.replicas), list(pm.isrs))
                  for t, tm in md.topics.items() for p, pm in tm.partitions.items()}
-        return Metadata({b.id: b.host for b in md.brokers.values()}, md.controller_id, parts)
+        brokers = {b.id: b.host for b in md.brokers.values()}
+        controller = md.controller_id
+        if self.active_controller is not None:
+            addr = self.active_controller()
+            controller = next((b for b, host in brokers.items() if host == addr), -1)
+        return Metadata(brokers, controller, parts)
 
     def close(self) -> None:
         """Drop the client (librdkafka closes its connections when it is collected)."""

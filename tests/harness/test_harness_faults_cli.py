@@ -27,6 +27,15 @@ def test_fault_packages_by_name_and_leader_targets():
     assert {"kill-leader", "partition", "kill"} <= set(known_packages())
 
 
+def test_controller_packages_target_the_active_controller():
+    kill, part = fault_packages(["kill-controller", "partition-controller"], {})  # no topics needed
+    rng = random.Random(1)
+    assert kill.start(rng).f == "kill" and kill.start(rng).value == {"role": "controller"}
+    assert kill.stop.f == "start" and kill.final[0].f == "start"
+    assert part.start(rng).value == {"isolate": {"role": "controller"}} and part.stop.f == "stop-partition"
+    assert {"kill-controller", "partition-controller"} <= set(known_packages())
+
+
 def test_schedule_replays_for_a_seed_and_flip_flops():
     def ops(seed):
         pkgs = fault_packages(["partition", "kill"], {"t": 1})
