@@ -38,10 +38,11 @@ makes k + 1 concurrent. When is a replica back?
   than that.
 - Without observations (an old run): as soon as n *could* have rejoined, i.e. the first
   moment after the fault at which n was running (not killed, stopped or removed), not
-  paused and not cut off from every other node by a partition's grudge. So only losses of nodes that were down, paused or isolated at once (or in one
-  fault event) count as concurrent: the count errs low, which never hides a bug. Which
-  partitions a lossy kill hit is then only known when every node holds every partition
-  (rf >= nodes); otherwise such a kill counts for no partition, for the same reason.
+  paused and not cut off from every other node by a partition's grudge. So only losses of
+  nodes that were down, paused or isolated at once (or in one fault event) count as
+  concurrent: the count errs low, which never hides a bug. Which partitions a lossy kill
+  hit is then only known when every node holds every partition (rf >= nodes); otherwise
+  such a kill counts for no partition, for the same reason.
 """
 
 from __future__ import annotations
