@@ -56,18 +56,27 @@ class Story:
             raise StoryError("stories need the cluster's metadata (Nemesis(metadata=...))")
         return partition_view(self.nem.metadata(), tp[0], tp[1], addrs)
 
-    def choose(self, candidates: Sequence[TP], followers: int) -> tuple[TP, PartitionView]:
-        """The first candidate with a leader and at least `followers` ISR followers, preferring
-        partitions the controller has no replica of, then ones it does not lead."""
-        views = []
-        for tp in candidates:
-            try:
-                v = self.view(tp)
-            except Exception:  # noqa: BLE001 - metadata unavailable for this one: try the next
-                continue
-            if v.leader is not None and len(v.followers) >= followers:
-                views.append((tp, v))
-        for ok in (lambda v: v.controller not in v.replicas, lambda v: v.controller != v.leader, lambda v: True):
+    def choose(self, candidates: Sequence[TP], followers: int, wait: float = 8.0) -> tuple[TP, PartitionView]:
+        """A candidate with a leader and at least `followers` ISR followers, preferring one the
+        controller has no replica of (waiting up to `wait` s for one, as the ISRs refill after
+        an earlier fault), then one it does not lead, then any."""
+        deadline = time.monotonic() + wait * TIME_SCALE
+        while True:
+            views = []
+            for tp in candidates:
+                try:
+                    v = self.view(tp)
+                except Exception:  # noqa: BLE001 - metadata unavailable for this one: try the next
+                    continue
+                if v.leader is not None and len(v.followers) >= followers:
+                    views.append((tp, v))
+            best = [(tp, v) for tp, v in views if v.controller not in v.replicas]
+            if best:
+                return best[0]
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_S)
+        for ok in (lambda v: v.controller != v.leader, lambda v: True):
             for tp, v in views:
                 if ok(v):
                     return tp, v
