@@ -8,7 +8,8 @@ fault or, when its fault is on, stops it. `run_schedule` plays it against a `Nem
 a deadline or a stop event, then runs every package's final ops and `Nemesis.heal_all`.
 
 `rotation(packages, interval, rng, calm=0.25)` is the default mix's schedule: the packages
-in turn (a new random order each round), each fault held about `interval` (a story or an
+in turn (a new random order each round, the stories, tier 0, before the other packages:
+in a one-minute test each story gets its turn first), each fault held about `interval` (a story or an
 instant: as long as it takes), each followed by a fault-free period, so that about `calm` of
 the time has no fault (as Jepsen's recent Kafka-compatible tests rotate faults with stable
 periods). Its delays count from the end of the previous op (`harness.faults.ScheduleGenerator`).
@@ -42,6 +43,7 @@ class FaultPackage:
     final: list[FaultOp] = field(default_factory=list)
     color: str = "#CCCCCC"
     prepare: Callable[[Nemesis], Any] | None = None
+    tier: int = 1  # `rotation` plays a round's packages tier by tier (stories: 0)
 
 
 def _choice(options: Sequence[Any]) -> Callable[[random.Random], Any]:
@@ -130,7 +132,7 @@ def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str,
             install_power_loss(nem, opts=LazyFSOptions(lose_on_kill=False))
         install_stories(nem, pick, [name])
 
-    return FaultPackage(name, lambda rng: FaultOp(name, None), None, [], STORY_COLORS[name], prepare)
+    return FaultPackage(name, lambda rng: FaultOp(name, None), None, [], STORY_COLORS[name], prepare, tier=0)
 
 
 PACKAGES: dict[str, Callable[[], FaultPackage]] = {
@@ -183,6 +185,7 @@ def rotation(pkgs: Sequence[FaultPackage], interval: float, rng: random.Random, 
     while True:
         order = list(pkgs)
         rng.shuffle(order)
+        order.sort(key=lambda p: p.tier)  # stable: a random order within each tier
         for p in order:
             yield gap * rng.uniform(0.5, 1.5), p.start(rng)
             if p.stop is not None:

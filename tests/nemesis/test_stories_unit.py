@@ -272,3 +272,13 @@ def test_waits_are_bounded():
     nem.invoke(FaultOp("lrs"))
     assert steps(ev) == [("roles", True), ("isr-is-leader", False)]
     assert faults(ev) == ["start-lrs", "start-partition", "stop-partition", "stop-lrs"]
+
+
+def test_rotation_plays_stories_first_in_each_round():
+    pkgs = fault_packages([MIX], TOPICS)
+    ops = [op for _, op in islice(rotation(pkgs, 10.0, random.Random(9)), 200)]
+    story_names = set(stories.STORIES) & {p.name for p in pkgs}
+    starts = [op.f for op in ops if not (op.f in ("start", "stop-partition") and op.value in ("all", None))]
+    n = len(pkgs)
+    for r in range(0, len(starts) - n, n):
+        assert set(starts[r:r + len(story_names)]) == story_names
