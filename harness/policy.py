@@ -82,8 +82,13 @@ class Policy:
 
     @property
     def rule(self) -> str:
-        """Which rules applied, in one line (`strict` when none allows anything)."""
-        return "; ".join(f"{p.rule} -> {p.name}" for p in self.picks) or "strict"
+        """Which rules applied, in one line (`strict` when none allows anything, with the ELR's
+        bound named when lossy shutdowns stayed within it)."""
+        if self.picks:
+            return "; ".join(f"{p.rule} -> {p.name}" for p in self.picks)
+        if self.durability is not None and self.durability.losses:
+            return "strict: lossy shutdowns within min ISR - 1 per partition"
+        return "strict"
 
     def to_dict(self) -> dict[str, Any]:
         """results.json's `policy`: name, rule, allowed, reasons (one line per pick, then the

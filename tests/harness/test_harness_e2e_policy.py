@@ -49,7 +49,7 @@ def test_power_loss_of_one_node_at_a_time_is_judged_strictly(tmp_path):
     assert d["observed"] and d["bound"] == 1
     assert len(d["losses"]) >= 2 and {x["f"] for x in d["losses"]} == {"power-loss"}, d["losses"]
     assert not d["exceeded"] and set(d["peak"].values()) == {1}, d
-    assert pol["name"] == "strict" and pol["rule"] == "strict" and res["allowed"] == []
+    assert pol["name"] == "strict" and pol["rule"].startswith("strict: lossy shutdowns within") and res["allowed"] == []
     assert any("within min.insync.replicas-1 = 1" in n for n in pol["notes"]), pol["notes"]
     assert p.returncode == 0 and line["verdict"] == "valid", (res.get("anomaly_types"), res.get("anomaly_counts"))
 

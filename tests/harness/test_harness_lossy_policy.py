@@ -55,6 +55,7 @@ def test_one_replica_at_a_time_seen_back_is_strict():
     r.power_loss(20, "n2").state(29, ["n1", "n3"]).state(31, NODES)
     p = policy(r)
     assert p.name == "strict" and p.allowed == [] and p.durability.peak == {"t-0": 1}
+    assert p.rule == "strict: lossy shutdowns within min ISR - 1 per partition" and choose(SAFE).rule == "strict"
     assert p.durability.observed and len(p.durability.losses) == 2
     assert "at most 1 replica(s)" in p.notes[0] and "n2 by power-loss (event 5" in p.notes[0]
 
