@@ -15,6 +15,7 @@ import time
 
 from broker.core import safeguards as sg
 from broker.sim.random_run import random_run
+from broker.sim.stories import STORIES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,12 +36,17 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"switch a safeguard off (repeatable): {', '.join(sorted(sg.REGISTRY))}")
     p.add_argument("--recovery", choices=["manual", "balanced"], default="manual",
                    help="unclean recovery of the safe configuration: manual (all faults) or balanced (no power loss)")
+    p.add_argument("--story", action="append", default=None, metavar="NAME",
+                   help=f"play this fault story in every seed instead of drawing them (repeatable): {', '.join(STORIES)}")
     p.add_argument("-v", "--verbose", action="store_true", help="print every seed's summary and fault log")
     a = p.parse_args(argv)
     try:
         off = sg.check_names(a.safeguard_off)
     except sg.UnknownSafeguard as e:
         p.error(str(e))
+    bad = [s for s in a.story or () if s not in STORIES]
+    if bad:
+        p.error(f"unknown story {bad[0]!r} (known: {', '.join(STORIES)})")
     if a.seed is None and a.seeds <= 0:
         p.error(f"--seeds must be positive, got {a.seeds}")
     if a.duration_ms < 0 or a.settle_ms < 0:
@@ -49,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     failed = []
     for s in seeds:
-        r = random_run(s, off, a.duration_ms, a.settle_ms, a.recovery)
+        r = random_run(s, off, a.duration_ms, a.settle_ms, a.recovery, tuple(a.story) if a.story else None)
         if a.verbose or not r.ok:
             print(r.summary())
             if a.verbose:

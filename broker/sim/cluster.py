@@ -90,6 +90,11 @@ class SimCluster:
         """Run `fn` at virtual time `t` (ms)."""
         self._push(max(t, self.now), "call", fn)
 
+    def probe(self, t: int, fn: Callable[[], bool]) -> None:
+        """Run `fn` at virtual time `t`; the invariants are checked after it only if it
+        returns True (it acted). For polls that mostly look and do nothing."""
+        self._push(max(t, self.now), "probe", fn)
+
     def run_until(self, t: int, stop: Callable[[], bool] | None = None) -> None:
         while self._queue and self._queue[0][0] <= t:
             if stop is not None and stop():
@@ -115,6 +120,8 @@ class SimCluster:
             self._tick(a, b)  # type: ignore[arg-type]
         elif kind == "call":
             a()  # type: ignore[operator]
+        elif kind == "probe" and not a():  # type: ignore[operator]
+            return
         elif kind == "flush":
             n = self.brokers[a]  # type: ignore[index]
             if n.incarnation == b and self.settings.flush_interval_ms:
@@ -268,6 +275,13 @@ class SimCluster:
         n = self.brokers[i]
         self._stop(n)
         n.disk.power_loss()
+
+    def wipe(self, i: int) -> None:
+        """The machine loses power and its disk: it comes back (`start_broker`) empty,
+        with a new broker epoch and no clean-shutdown file (a lossy unclean shutdown)."""
+        n = self.brokers[i]
+        self._stop(n)
+        n.disk.wipe()
 
     def controlled_shutdown(self, i: int) -> None:
         n = self.brokers[i]

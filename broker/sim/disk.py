@@ -3,6 +3,7 @@
 What survives a process crash: everything (the page cache survives). What survives a
 power loss: only what was flushed (`InMemoryPartitionLog.lose_unsynced`); the HWM
 checkpoint and the clean-shutdown file are written with fsync, so they survive as written.
+What survives a wipe (the disk lost): nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ class SimDisk:
     def power_loss(self) -> None:
         for log in self.logs.values():
             log.lose_unsynced()
+
+    def wipe(self) -> None:
+        """The disk is lost (replaced by an empty one): logs, epoch caches, the HWM
+        checkpoint and the clean-shutdown file are gone."""
+        for log in self.logs.values():
+            log.truncate_to(0)
+            log.flush()
+        self.hwm_checkpoint = {}
+        self.clean_shutdown_epoch = -1
 
     def take_clean_shutdown_epoch(self) -> int:
         """Read and delete the clean-shutdown file (Kafka deletes it at startup)."""

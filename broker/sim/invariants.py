@@ -55,6 +55,7 @@ class Oracle:
     violations: list[Violation] = field(default_factory=list)
     _reported: set[tuple[str, object]] = field(default_factory=set)
     _checked_image: tuple[int, int] = (-1, -1)
+    _leader_seen: dict[tuple[int, TopicPartition], tuple[int, int]] = field(default_factory=dict)
 
     def _violate(self, now: int, name: str, key: object, detail: str) -> None:
         if (name, key) not in self._reported:
@@ -92,33 +93,44 @@ class Oracle:
         return None
 
     def check(self, cluster: SimCluster, now: int) -> None:
+        """Evaluate every invariant on the cluster's current state (after every step: the
+        fast paths skip what `verified` already covers)."""
         image = cluster.controller.image if cluster.controller is not None else None
+        verified, committed = self.verified, self.committed
+        live = []
         for node in cluster.brokers.values():
             for tp, log in node.disk.logs.items():
-                m = log.pop_truncation_mark()
-                if m is not None and self.verified.get((node.id, tp), 0) > m:
-                    self.verified[(node.id, tp)] = m
-        live = [n for n in cluster.brokers.values() if n.broker is not None]
+                if log.truncation_mark is not None:
+                    m = log.pop_truncation_mark()
+                    if verified.get((node.id, tp), 0) > m:  # type: ignore[operator]
+                        verified[(node.id, tp)] = m  # type: ignore[assignment]
+            if node.broker is not None:
+                live.append((node.id, node.broker))
         # 1. True HWM, leaders per epoch, HWM monotonicity
-        for n in live:
-            for tp, r in n.broker.partitions.items():  # type: ignore[union-attr]
+        seen = self._leader_seen
+        for nid, broker in live:
+            for tp, r in broker.partitions.items():
                 if r.role != LEADER:
                     continue
-                owner = self.epoch_leader.setdefault((tp, r.leader_epoch), n.id)
-                if owner != n.id:
-                    self._violate(now, "one-leader-per-epoch", (tp, r.leader_epoch), f"{tp} epoch {r.leader_epoch}: {owner} and {n.id}")
-                k = (n.id, tp, r.leader_epoch)
-                if r.high_watermark < self.leader_hwm.get(k, 0):
-                    self._violate(now, "hwm-monotonicity", k, f"{tp} leader {n.id} epoch {r.leader_epoch} HWM went back")
-                self.leader_hwm[k] = r.high_watermark
-                cl = self.committed.setdefault(tp, [])
-                if r.high_watermark > len(cl):
-                    bad = self._verify(n.id, tp, r.log, len(cl))  # type: ignore[arg-type]
+                epoch, hwm = r.leader_epoch, r.high_watermark
+                if seen.get((nid, tp)) == (epoch, hwm):
+                    continue  # checked and recorded as it is
+                seen[(nid, tp)] = (epoch, hwm)
+                owner = self.epoch_leader.setdefault((tp, epoch), nid)
+                if owner != nid:
+                    self._violate(now, "one-leader-per-epoch", (tp, epoch), f"{tp} epoch {epoch}: {owner} and {nid}")
+                k = (nid, tp, epoch)
+                if hwm < self.leader_hwm.get(k, 0):
+                    self._violate(now, "hwm-monotonicity", k, f"{tp} leader {nid} epoch {epoch} HWM went back")
+                self.leader_hwm[k] = hwm
+                cl = committed.setdefault(tp, [])
+                if hwm > len(cl):
+                    bad = self._verify(nid, tp, r.log, len(cl))  # type: ignore[arg-type]
                     if bad is not None:
-                        self._violate(now, "leader-completeness", (tp, n.id, r.leader_epoch),
-                                      f"{tp} leader {n.id} (epoch {r.leader_epoch}) lacks committed offset {bad}")
+                        self._violate(now, "leader-completeness", (tp, nid, epoch),
+                                      f"{tp} leader {nid} (epoch {epoch}) lacks committed offset {bad}")
                     log: InMemoryPartitionLog = r.log  # type: ignore[assignment]
-                    for o in range(len(cl), r.high_watermark):
+                    for o in range(len(cl), hwm):
                         b = log.batch_at(o)
                         assert b is not None
                         cl.append((b.epoch, b.crc, o - b.base))
@@ -128,12 +140,13 @@ class Oracle:
         stamp = (id(cluster.controller), image.next_offset)
         fresh = stamp != self._checked_image
         self._checked_image = stamp
+        brokers = cluster.brokers
         for tp, reg in image.partitions.items():
             if fresh:
                 self._check_registration(cluster, now, tp, reg)
-            cl_len = len(self.committed.get(tp, ()))
-            if reg.leader != NO_LEADER:
-                n = cluster.brokers.get(reg.leader)
+            cl_len = len(committed.get(tp, ()))
+            if reg.leader != NO_LEADER and verified.get((reg.leader, tp), 0) < cl_len:
+                n = brokers.get(reg.leader)
                 r = n.broker.partitions.get(tp) if n is not None and n.broker is not None else None
                 if r is not None and r.role == LEADER and r.leader_epoch == reg.leader_epoch:
                     bad = self._verify(n.id, tp, r.log, cl_len)  # type: ignore[union-attr, arg-type]
@@ -141,10 +154,11 @@ class Oracle:
                         self._violate(now, "leader-completeness", (tp, reg.leader, reg.leader_epoch),
                                       f"{tp} leader {reg.leader} (epoch {reg.leader_epoch}) lacks committed offset {bad} (True HWM {cl_len})")
             for b in reg.isr + reg.elr:
-                n = cluster.brokers.get(b)
+                if verified.get((b, tp), 0) >= cl_len:
+                    continue
+                n = brokers.get(b)
                 if n is None or n.broker is None or n.broker.broker_epoch != image.broker_epoch(b):
                     continue
-                r = n.broker.partitions.get(tp)
                 log = n.disk.logs.get(tp)
                 if log is None:
                     continue
@@ -152,11 +166,14 @@ class Oracle:
                 if bad is not None:
                     self._violate(now, "leader-candidate-completeness", (tp, b, reg.partition_epoch),
                                   f"{tp} candidate {b} (ISR {list(reg.isr)}, ELR {list(reg.elr)}) lacks committed offset {bad} (True HWM {cl_len})")
-        for n in live:
-            for tp, r in n.broker.partitions.items():  # type: ignore[union-attr]
-                bad = self._verify(n.id, tp, r.log, min(r.high_watermark, r.log.log_end_offset))  # type: ignore[arg-type]
+        for nid, broker in live:
+            for tp, r in broker.partitions.items():
+                upto = min(r.high_watermark, r.log.log_end_offset)
+                if upto <= verified.get((nid, tp), 0):
+                    continue
+                bad = self._verify(nid, tp, r.log, upto)  # type: ignore[arg-type]
                 if bad is not None:
-                    self._violate(now, "log-matching", (tp, n.id, bad), f"{tp} replica {n.id} differs from the committed log at offset {bad}")
+                    self._violate(now, "log-matching", (tp, nid, bad), f"{tp} replica {nid} differs from the committed log at offset {bad}")
 
     def _check_registration(self, cluster: SimCluster, now: int, tp: TopicPartition, reg: object) -> None:
         assert cluster.controller is not None

@@ -34,7 +34,7 @@ class InMemoryPartitionLog:
         self._epochs = EpochCache()
         self._start = 0
         self._recovery_point = 0
-        self._truncation_mark: int | None = None
+        self.truncation_mark: int | None = None  # the lowest offset truncated since the oracle last looked
 
     # ---- PartitionLog
     @property
@@ -111,7 +111,7 @@ class InMemoryPartitionLog:
         self._mark(leo)
 
     def _mark(self, offset: int) -> None:
-        self._truncation_mark = offset if self._truncation_mark is None else min(self._truncation_mark, offset)
+        self.truncation_mark = offset if self.truncation_mark is None else min(self.truncation_mark, offset)
 
     def flush(self) -> None:
         self._recovery_point = self.log_end_offset
@@ -149,5 +149,5 @@ class InMemoryPartitionLog:
 
     def pop_truncation_mark(self) -> int | None:
         """The lowest offset truncated since the last call (None if none)."""
-        m, self._truncation_mark = self._truncation_mark, None
+        m, self.truncation_mark = self.truncation_mark, None
         return m

@@ -23,6 +23,7 @@ from broker.core.messages import TopicPartition
 from broker.sim.cluster import ClusterSettings, SimCluster, with_safeguards_off
 from broker.sim.invariants import Violation
 from broker.sim.network import NetworkSettings
+from broker.sim.stories import LOSSY, STORIES, StoryMix
 
 
 @dataclass
@@ -81,10 +82,17 @@ def random_run(
     duration_ms: int = 30000,
     settle_ms: int = 30000,
     recovery: str = "manual",
+    stories: tuple[str, ...] | None = None,
 ) -> RunResult:
-    """Run one seed; deterministic in its arguments."""
+    """Run one seed; deterministic in its arguments. `stories`: the fault stories to play
+    (`stories.STORIES`); None draws them from the seed."""
     if recovery not in ("manual", "balanced"):
         raise ValueError(f"recovery must be manual or balanced, got {recovery!r}")
+    unknown = [s for s in stories or () if s not in STORIES]
+    if unknown:
+        raise ValueError(f"unknown story {unknown[0]!r} (known: {', '.join(STORIES)})")
+    if recovery == "balanced" and LOSSY & set(stories or ()):
+        raise ValueError(f"stories {', '.join(sorted(LOSSY))} lose disks: not with balanced recovery")
     rng = random.Random(seed * 7919 + 17)
     settings, cfg = random_settings(rng, recovery)
     cfg["recovery"] = recovery
@@ -104,7 +112,11 @@ def random_run(
         tp, acks = rng.choice(tps), (-1 if rng.random() < 0.8 else 1)
         c.at(t, lambda tp=tp, acks=acks: c.produce(tp, acks))
 
+    mix = StoryMix(c, rng, tps, end, cfg, lambda s: faults.append(f"t={c.now} {s}"), stories)
+
     def fault() -> None:
+        if mix.offer():
+            return
         live = [i for i in ids if c.running(i)]
         down = [i for i in ids if not c.running(i)]
         kinds = ["crash", "power-loss", "isolate", "isolate-controller", "cut", "heal", "controlled-shutdown", "controller-bounce"]

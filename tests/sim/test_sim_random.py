@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
+from broker.core import safeguards as sg
 from broker.sim.random_run import random_run
+from broker.sim.stories import STORIES
 
 SEEDS = int(os.environ.get("WRACK_SIM_SEEDS", "2000"))
 CHUNKS = 12
@@ -45,14 +47,41 @@ def test_a_seed_replays_exactly():
     assert a.steps > 1000 and a.acked_all > 0
 
 
-@pytest.mark.parametrize(
-    ("off", "seed"),
-    [("elr", 44), ("epoch-truncation", 0), ("clean-election-only", 4)],
-)
-def test_switching_a_safeguard_off_is_caught(off, seed):
-    r = random_run(seed, frozenset({off}))
-    assert "leader-candidate-completeness" in {v.name for v in r.violations}
-    assert random_run(seed).ok
+CATCH_SEEDS = range(20)  # each safeguard switched off is caught on some seed of these (>= 10% of seeds)
+
+
+@pytest.mark.parametrize("off", sorted(sg.REGISTRY))
+def test_each_safeguard_switched_off_is_caught_within_a_few_seeds(off):
+    caught = next((r for r in (random_run(s, frozenset({off})) for s in CATCH_SEEDS) if not r.ok), None)
+    assert caught is not None, f"{off} off: no seed of {CATCH_SEEDS} failed"
+    names = {v.name for v in caught.violations}
+    assert names or caught.lost, caught.summary()
+    assert random_run(caught.seed).ok  # the same faults with the safeguard on: nothing
+
+
+STORY_TARGETS = [
+    ("last-replica-standing", "elr"),
+    ("leader-flap", "epoch-truncation"),
+    ("restart-then-kill", "epoch-truncation"),
+    ("wipe-during-expansion", "broker-epoch-check"),
+    ("held-alter-partition", "partition-epoch-check"),
+    ("stale-hwm-leader", "leso-check"),
+    ("unclean-candidates", "clean-election-only"),
+]
+
+
+def test_every_story_has_a_target():
+    assert {s for s, _ in STORY_TARGETS} == set(STORIES)
+
+
+@pytest.mark.parametrize(("story", "off"), STORY_TARGETS)
+def test_each_story_reaches_the_trigger_of_its_safeguard(story, off):
+    seeds = range(12)
+    off_runs = [random_run(s, frozenset({off}), stories=(story,)) for s in seeds]
+    assert any(not r.ok for r in off_runs), f"{story} never caught {off} off on seeds {seeds}"
+    assert all(any("story on" in f for f in r.faults) for r in off_runs)  # forced: played in every seed
+    failed = [r.summary() for r in (random_run(s, stories=(story,)) for s in seeds) if not r.ok]
+    assert not failed, "\n".join(failed)
 
 
 def test_cli_runs_seeds_and_rejects_bad_arguments():
@@ -60,5 +89,10 @@ def test_cli_runs_seeds_and_rejects_bad_arguments():
     assert ok.returncode == 0 and "3 seeds, 0 failed" in ok.stdout
     bad = subprocess.run([sys.executable, "-m", "broker.sim", "--safeguard-off", "nope"], capture_output=True, text=True)
     assert bad.returncode == 254 and bad.stderr.count("\n") == 1 and "unknown safeguard 'nope'" in bad.stderr
-    fail = subprocess.run([sys.executable, "-m", "broker.sim", "--seed", "44", "--safeguard-off", "elr"], capture_output=True, text=True)
-    assert fail.returncode == 1 and "FAIL" in fail.stdout and "--seed 44" in fail.stdout
+    bad = subprocess.run([sys.executable, "-m", "broker.sim", "--story", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 254 and bad.stderr.count("\n") == 1 and "unknown story 'nope'" in bad.stderr
+    seed = next(s for s in CATCH_SEEDS if not random_run(s, frozenset({"elr"})).ok)
+    fail = subprocess.run([sys.executable, "-m", "broker.sim", "--seed", str(seed), "--safeguard-off", "elr", "-v"],
+                          capture_output=True, text=True)
+    assert fail.returncode == 1 and "FAIL" in fail.stdout and f"--seed {seed}" in fail.stdout
+    assert "power-loss" in fail.stdout  # the fault log names the faults
