@@ -89,6 +89,9 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(f"{r['cell']:{w}s}  {r['expect']:7s}  {r['detected']:>3d}/{r['runs']:<4d}  {first:>30s}  "
               f"{fmt(r['wall_s']):>15s}  {r['load']:>4s}  {','.join(r['verdicts'])}; "
               f"{', '.join(r['anomaly_types']) or 'none'}", flush=True)
+    full = sum(r["detected"] == r["runs"] for r in rows)
+    print(f"{full}/{len(rows)} cells met their expectation in every run; "
+          f"{sum(r['detected'] for r in rows)}/{sum(r['runs'] for r in rows)} runs", flush=True)
 
 
 def run(a: argparse.Namespace, out_root: str) -> list[dict[str, Any]]:
