@@ -61,6 +61,8 @@ CONFIG_RULES = {
     "unflushed-power-loss": "flush policy not per message: an acknowledged record may still be only in "
                             "the page cache; a power loss drops it. The protocol's promise holds while at "
                             "most min.insync.replicas-1 replicas of a partition lose power together.",
+    "final-read-deadline": "the final read phase did not run to the end (its deadline, or the harness was "
+                           "killed): an acknowledged record may simply not have been polled yet.",
 }
 NO_RULE = ("No rule of this configuration allows losing an acknowledged record: with acks=all, "
            "min.insync.replicas >= 2 and every safeguard on, the record was on min.insync.replicas "
@@ -307,6 +309,11 @@ def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
                 default=t0 + 10 * 10**9) + 10**9
     timeline = _timeline(t, ack, ack_info, story, elections, truncs, reuses, t0, t_end)
     rules = _rules(t, ack_info, story, elections, lost_by, truncs, options, t0)
+    if "unseen" in t.kinds and not truncs and "final-read-deadline" in (result.get("policies") or []):
+        rules.insert(0, _rule("final-read-deadline", "configuration", CONFIG_RULES["final-read-deadline"],
+                              "the final read-back did not run to the end, and no node log shows the offset "
+                              "truncated"))
+        rules = [r for r in rules if r["name"] != "none"]
     allowed = set(result.get("allowed") or [])
     out = {
         "key": t.key, "offset": t.offset, "value": t.value if t.value is not None else (ack.value if ack else None),

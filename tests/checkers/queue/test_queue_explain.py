@@ -193,3 +193,12 @@ def test_every_explained_offset_is_cited_and_the_output_is_bounded(seed, plant, 
         assert x["summary"] and x["rules"]
         assert len(x["timeline"]) <= 14
     json.dumps(out)
+
+
+def test_an_unseen_send_with_an_unfinished_final_read_matches_the_deadline_rule():
+    h = H().assign(0, [TP]).send(1, TP, "a", 0).send(1, TP, "b", 1).poll(0, {TP: [[0, "a"]]})
+    nodes = [ne(0, "n1", "became-leader", tp=TP, epoch=0, from_offset=0, hwm=0, isr=["n1", "n2"])]
+    result = check(h.events, policies=["final-read-deadline"])
+    x = by_offset(explain(h.events, nodes, result, STRICT), 1)
+    assert x["anomalies"] == ["unseen"] and x["truncated_by"] == []
+    assert [r["name"] for r in x["rules"]] == ["final-read-deadline"] and x["allowed_by"] == ["final-read-deadline"]
