@@ -407,10 +407,10 @@ class RaftNode:
             return
         # A prospective gave up on its leader: only the leader itself brings it back.
         gave_up = self.role is P and resp.leader_id == self.leader_id and resp.voter_id != resp.leader_id
-        if resp.leader_epoch == self.epoch and resp.leader_id not in (NO_LEADER, self.node_id) and not gave_up:
-            if self.role in (U, V, P, C):
-                self._follow(resp.leader_id, acts)
-                return
+        known = resp.leader_epoch == self.epoch and resp.leader_id not in (NO_LEADER, self.node_id)
+        if known and self.role in (U, V, P, C) and not gave_up:
+            self._follow(resp.leader_id, acts)
+            return
         if not resp.vote_granted:
             return
         if resp.pre_vote and self.role is P and resp.leader_epoch <= self.epoch:

@@ -74,7 +74,8 @@ class RaftSim:
         self.oracle = RaftOracle()
         self.steps = 0
         self.trace: list[str] = []  # role changes, for replays
-        self.on_new_leader: Callable[[int], None] | None = None  # a nemesis hook
+        self.leader_hooks: list[Callable[[int], None]] = []  # nemeses striking new leaders
+        self.step_hooks: list[Callable[[int], None]] = []  # nemeses watching every step
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         for i in ids:
@@ -112,8 +113,9 @@ class RaftSim:
                 node.log.flush(a.end_offset)
             elif isinstance(a, RoleChanged):
                 self.trace.append(f"t={self.now} node {node.nid} {a.role} epoch {a.epoch} leader {a.leader_id}")
-                if a.role == "leader" and self.on_new_leader is not None:
-                    self.on_new_leader(node.nid)
+                if a.role == "leader":
+                    for hook in list(self.leader_hooks):
+                        hook(node.nid)
         for s in acts.sends:
             m = s.message
             if isinstance(m, VoteResponse) and m.vote_granted and not m.pre_vote:
@@ -121,6 +123,8 @@ class RaftSim:
             self._send(node.nid, s.to, m)
         self.oracle.check(self.now, node.nid, raft, node.log, node.state)
         self._schedule_tick(node)
+        for hook in list(self.step_hooks):
+            hook(node.nid)
 
     def _send(self, src: int, dst: int, msg: object) -> None:
         t = self.net.delivery_time(src, dst, self.now)
@@ -227,9 +231,15 @@ def random_settings(rng: random.Random, unsafe: frozenset[str]) -> tuple[RaftSim
         "drop": rng.choice([0.0, 0.0, 0.01, 0.05]),
         "reorder": rng.choice([0.0, 0.05]),
         "hunt": rng.choice([0.0, 0.3, 0.6]),
+        "max_fetch": rng.choice([3, 500]),  # entries per fetch response
         "unsafe": sorted(unsafe),
     }
-    config = RaftConfig(pre_vote=cfg["pre_vote"], check_quorum=cfg["check_quorum"], unsafe=unsafe)  # type: ignore[arg-type]
+    config = RaftConfig(
+        pre_vote=cfg["pre_vote"],  # type: ignore[arg-type]
+        check_quorum=cfg["check_quorum"],  # type: ignore[arg-type]
+        max_entries_per_fetch=cfg["max_fetch"],  # type: ignore[arg-type]
+        unsafe=unsafe,
+    )
     net = NetworkSettings(1, cfg["max_delay_ms"], cfg["drop"], cfg["reorder"])  # type: ignore[arg-type]
     return RaftSimSettings(cfg["voters"], cfg["observers"], config, net), cfg  # type: ignore[arg-type]
 
@@ -239,12 +249,13 @@ def raft_run(
     unsafe: frozenset[str] = frozenset(),
     duration_ms: int = 20000,
     settle_ms: int = 10000,
-    liveness_ms: int = 10000,
+    liveness_ms: int = 20000,
 ) -> RaftRunResult:
     """One seed: faults and appends for `duration_ms`, then heal, restart, settle and
     check liveness. Deterministic in its arguments."""
     rng = random.Random(seed * 7919 + 5)
     settings, cfg = random_settings(rng, unsafe)
+    cfg["story"] = settings.voters == 5 and rng.random() < 0.3
     sim = RaftSim(seed, settings)
     faults: list[str] = []
     counter = iter(range(1 << 62))
@@ -258,14 +269,18 @@ def raft_run(
     while t < duration_ms:
         t += rng.randint(10, 150)
         sim.at(t, append)
-    t = rng.randint(500, 3000)
-    while t < duration_ms:
-        sim.at(t, lambda: _fault(sim, rng, faults))
-        t += rng.randint(300, 3000)
-    if cfg["hunt"]:
-        sim.on_new_leader = lambda nid: _hunt(sim, rng, faults, nid, cfg["hunt"], duration_ms)  # type: ignore[arg-type]
+    if cfg["story"]:  # instead of random faults: Figure 8, twice
+        for start in (rng.randint(2000, 4000), duration_ms // 2 + rng.randint(0, 2000)):
+            sim.at(start, Figure8(sim, rng, faults).begin)
+    else:
+        t = rng.randint(500, 3000)
+        while t < duration_ms:
+            sim.at(t, lambda: _fault(sim, rng, faults))
+            t += rng.randint(300, 3000)
+    if cfg["hunt"] and not cfg["story"]:
+        sim.leader_hooks.append(lambda nid: _hunt(sim, rng, faults, nid, cfg["hunt"], duration_ms))  # type: ignore[arg-type]
     sim.run_until(duration_ms)
-    sim.on_new_leader = None
+    sim.leader_hooks.clear()
     sim.net.heal()
     faults.append(f"t={sim.now} heal all, restart all")
     for nid in sim.nodes:
@@ -275,6 +290,82 @@ def raft_run(
         _check_liveness(sim, liveness_ms)
     o = sim.oracle
     return RaftRunResult(seed, sim.steps, o.elections, len(o.committed), appended[0], o.violations, cfg, faults, sim.trace)
+
+
+class Figure8:
+    """A fault story after Figure 8 of the Raft paper (5 voters): leader A keeps appending
+    with only B reachable (entries X on A and B), then dies; C is elected by the others
+    and cut off at once (its epoch's entries on C alone), then dies; A comes back and
+    is elected again, and dies with B as soon as it commits anything new; C comes back
+    and can win with the votes of the nodes that lack A's new epoch. Had A committed X
+    by counting replicas (entries of an earlier epoch), C's election would erase them."""
+
+    def __init__(self, sim: RaftSim, rng: random.Random, faults: list[str]) -> None:
+        self.sim, self.rng, self.faults = sim, rng, faults
+        self.stage = "idle"
+        self.a = self.b = self.c = -1
+
+    def _log(self, what: str) -> None:
+        self.faults.append(f"t={self.sim.now} figure8 {what}")
+
+    def begin(self) -> None:
+        sim = self.sim
+        ls = [n for n in sim.leaders() if n in sim.voters]
+        if not ls or any(not sim.running(v) for v in sim.voters):
+            return
+        self.a = ls[0]
+        self.b = self.rng.choice([v for v in sim.voters if v != self.a])
+        for x in (self.a, self.b):
+            for y in sim.nodes:
+                if y not in (self.a, self.b):
+                    sim.net.cut(x, y)
+        self._log(f"cut {self.a},{self.b} from the rest")
+        sim.at(sim.now + self.rng.randint(300, 900), self._kill_a)
+        sim.leader_hooks.append(self._on_leader)
+
+    def _kill_a(self) -> None:
+        self.sim.crash(self.a)
+        self.stage = "await-c"
+        self._log(f"kill {self.a}")
+
+    def _on_leader(self, nid: int) -> None:
+        sim = self.sim
+        if self.stage == "await-c" and nid not in (self.a, self.b):
+            self.c, self.stage = nid, "await-a"
+            sim.net.isolate(nid, list(sim.nodes))
+            self._log(f"isolate new leader {nid}")
+            sim.at(sim.now + self.rng.randint(0, 30), self._kill_c_restart_a)
+        elif self.stage == "await-a" and nid in (self.a, self.b):
+            self.stage = "await-commit"
+            raft = sim.nodes[nid].raft
+            assert raft is not None
+            hwm, epoch = len(sim.oracle.committed), raft.epoch
+
+            def on_step(n: int) -> None:  # the re-elected leader dies at its first new commit
+                r = sim.nodes[nid].raft
+                if r is None or r.role is not Role.LEADER or r.epoch != epoch:
+                    sim.step_hooks.remove(on_step)
+                elif n == nid and r.committed_offset > hwm:
+                    sim.step_hooks.remove(on_step)
+                    sim.at(sim.now, lambda: self._kill_leader_restart_c(nid))
+
+            sim.step_hooks.append(on_step)
+
+    def _kill_c_restart_a(self) -> None:
+        self.sim.crash(self.c)
+        self.sim.net.heal()
+        self.sim.start(self.a)
+        self._log(f"kill {self.c}, heal, restart {self.a}")
+
+    def _kill_leader_restart_c(self, nid: int) -> None:
+        """Two of five die (the re-elected leader and the other holder of X); C returns."""
+        self.stage = "done"
+        other = self.b if nid == self.a else self.a
+        for v in (nid, other):
+            self.sim.crash(v)
+            self.sim.at(self.sim.now + self.rng.randint(5000, 8000), lambda v=v: self.sim.start(v))
+        self._log(f"kill re-elected leader {nid} and {other}")
+        self.sim.at(self.sim.now + self.rng.randint(50, 400), lambda: self.sim.start(self.c))
 
 
 def _hunt(sim: RaftSim, rng: random.Random, faults: list[str], nid: int, p: float, until: int) -> None:
@@ -343,10 +434,10 @@ def _check_liveness(sim: RaftSim, liveness_ms: int) -> None:
     pending: tuple[int, int, int, RaftEntry] | None = None  # leader, epoch, offset, entry
     round_ = 0
     while sim.now < deadline:
+        if pending is not None and not _leads(sim, pending[0], pending[1]):
+            pending = None  # leadership moved: the entries may be gone, append again
         leader = _agreed_leader(sim)
         raft = sim.nodes[leader].raft if leader is not None else None
-        if pending is not None and (raft is None or (leader, raft.epoch) != pending[:2]):
-            pending = None
         if pending is None and raft is not None:
             round_ += 1
             off = max(raft.append(("final", round_, i)) for i in range(3))
@@ -358,6 +449,11 @@ def _check_liveness(sim: RaftSim, liveness_ms: int) -> None:
     states = {i: (n.raft.role.value, n.raft.epoch, n.raft.leader_id, n.raft.committed_offset) for i, n in sim.nodes.items() if n.raft}
     what = "no agreed leader" if pending is None else f"entry {pending[2]} of epoch {pending[1]} not committed everywhere"
     sim.oracle.violations.append(Violation(sim.now, "no-liveness", f"{what} {liveness_ms} ms after the heal: {states}"))
+
+
+def _leads(sim: RaftSim, nid: int, epoch: int) -> bool:
+    r = sim.nodes[nid].raft
+    return r is not None and r.role is Role.LEADER and r.epoch == epoch
 
 
 def _has_committed(node: _Node, offset: int, entry: RaftEntry) -> bool:

@@ -43,17 +43,18 @@ def test_a_seed_replays_exactly():
         ("vote-without-log-check", {"leader-completeness", "committed-truncated", "committed-mismatch"}),
         ("skip-divergence-check", {"log-matching", "committed-mismatch", "core-error"}),
         ("forget-vote", {"vote-once", "one-leader-per-epoch"}),
+        ("commit-old-epoch", {"leader-completeness", "committed-truncated", "committed-mismatch"}),  # Figure 8 story
         ("ack-unflushed", {"leader-completeness", "committed-truncated", "committed-mismatch", "hwm-beyond-log"}),
     ],
 )
 def test_breaking_a_raft_rule_is_caught(switch, names):
     caught = None
-    for seed in range(300):
+    for seed in range(400):
         r = raft_run(seed, frozenset({switch}))
         if not r.ok:
             caught = r
             break
-    assert caught is not None, f"{switch}: no seed of 300 caught"
+    assert caught is not None, f"{switch}: no seed of 400 caught"
     assert caught.violations[0].name in names, caught.summary()
     assert raft_run(caught.seed).ok  # the same seed with every rule on
 
