@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nemesis.core import FaultOp, Nemesis
-from nemesis.targets import PartitionView, partition_view
+from nemesis.targets import PartitionView, node_metadata, partition_view
 
 TP = tuple[str, int]
 POLL_S = 0.2
@@ -47,14 +47,27 @@ class Story:
         self.partitioned = False
         self.down: list[str] = []  # nodes this story stopped or killed and has not started
         self.paused: list[str] = []
+        self.source: str | None = None  # the node whose metadata cache the story reads
 
     # ------------------------------------------------------------------ reading roles
 
     def view(self, tp: TP) -> PartitionView:
+        """The partition's roles as the controller's node sees them (its broker's cache is fed
+        by the controller in the same process; librdkafka may ask a broker a story cut off,
+        whose cache is stale), else as the Nemesis's metadata source says."""
         addrs = {n.name: n.address for n in self.nem.cluster.nodes}
         if self.nem.metadata is None:
             raise StoryError("stories need the cluster's metadata (Nemesis(metadata=...))")
-        return partition_view(self.nem.metadata(), tp[0], tp[1], addrs)
+        md = None
+        if self.source is None:
+            md = self.nem.metadata()
+            self.source = partition_view(md, tp[0], tp[1], addrs).controller if tp in md.partitions else None
+        if self.source is not None and self.source not in self.paused:
+            try:
+                md = node_metadata(addrs[self.source])
+            except OSError:
+                md = None
+        return partition_view(md or self.nem.metadata(), tp[0], tp[1], addrs)
 
     def choose(self, candidates: Sequence[TP], followers: int, wait: float = 8.0) -> tuple[TP, PartitionView]:
         """A candidate with a leader and at least `followers` ISR followers, preferring one the

@@ -85,6 +85,21 @@ class KafkaMetadata:
         self._admin = None
 
 
+def node_metadata(address: str, port: int = 9092, timeout: float = 2.0) -> Metadata:
+    """What one broker's metadata cache says (a Metadata request v12 to `address`, over the
+    project's raw client): librdkafka asks whichever broker it likes, and a broker cut off from
+    the controller answers from a stale cache. Raises OSError when the broker does not answer."""
+    from broker.wire.client import RawClient
+    from broker.wire.kafka import METADATA
+
+    with RawClient(address, port, timeout=timeout) as c:
+        r = c.call(METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+    parts = {(t.name, p.partition_index): PartitionInfo(p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+             for t in r.topics for p in t.partitions}
+    return Metadata({b.node_id: b.host for b in r.brokers}, r.controller_id, parts)
+
+
 def kafka_metadata(bootstrap: str, timeout: float = 10.0) -> Metadata:
     """One Metadata request (a throwaway `KafkaMetadata`; a test should keep one instead)."""
     return KafkaMetadata(bootstrap, timeout)()

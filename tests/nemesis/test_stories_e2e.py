@@ -90,13 +90,18 @@ def produce(bootstrap: str, stop: threading.Event) -> None:
     p.flush(10)
 
 
+LAST: list = []  # the last views (or error) `healthy` saw, for the assertion messages
+
+
 def healthy(c, md) -> bool:
     addrs = {n.name: n.address for n in c.nodes}
     try:
         m = md()
         views = [partition_view(m, TOPIC, p, addrs) for p in range(PARTITIONS)]
-    except Exception:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001
+        LAST[:] = [repr(e)]
         return False
+    LAST[:] = views
     return all(v.leader is not None and len(v.isr) == 3 for v in views)
 
 
@@ -106,7 +111,7 @@ def test_story_plays_its_steps_and_heals(cluster, story):
     deadline = time.monotonic() + 60
     while not healthy(c, md) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert healthy(c, md), "the cluster was not healthy before the story"
+    assert healthy(c, md), f"the cluster was not healthy before the story: {LAST}"
     first = len(list(read_events(hist.path)))
     nem.invoke(FaultOp(story))
     events = list(read_events(hist.path))[first:]
@@ -126,4 +131,4 @@ def test_story_plays_its_steps_and_heals(cluster, story):
     deadline = time.monotonic() + 60
     while not healthy(c, md) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert healthy(c, md), "the partitions did not get leaders and full ISRs back"
+    assert healthy(c, md), f"the partitions did not get leaders and full ISRs back: {LAST}"

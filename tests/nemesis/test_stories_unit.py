@@ -193,6 +193,11 @@ def model_nemesis(model: Model) -> tuple[Nemesis, Events]:
 def fast_polls(monkeypatch):
     monkeypatch.setattr(stories, "POLL_S", 0.0)
     monkeypatch.setattr(stories, "TIME_SCALE", 0.001)
+
+    def no_broker(address: str, **kw: Any) -> Metadata:  # no broker here: the Nemesis's source answers
+        raise OSError(f"no broker at {address}")
+
+    monkeypatch.setattr(stories, "node_metadata", no_broker)
     monkeypatch.setattr(stories.time, "sleep", lambda s: None)
 
 
