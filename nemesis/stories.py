@@ -238,27 +238,35 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
 
 
 def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
-    """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the leader is paused
-    (what is sent to it waits in its socket buffers); the last ISR follower F crash-restarts
-    (it leaves the ISR, a new broker epoch) and sends its first fetch, from its log end, to
-    the paused leader; F is then wiped and restarted (another broker epoch) and fetches
-    without getting records. When the leader resumes it reads the caught-up fetch of F's
-    previous incarnation and proposes F with that broker epoch: only the broker-epoch check
-    keeps the empty F out of the ISR. F is cut off from the other replicas, which shut down:
-    the controller elects F if it is in the ISR."""
+    """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the last ISR follower F
+    crash-restarts (out of the ISR) and fetches without getting records; the leader is cut
+    off from the controller until its link to it is closed (3 s), then F may catch up: the
+    leader proposes F, with F's broker epoch of now, on a link that waits to connect (the
+    broker queues what it sends meanwhile). F is wiped and restarts (a new broker epoch) and
+    fetches without records again; the cut heals and the stale proposal reaches the
+    controller after F's new registration: only the broker-epoch check keeps the empty F
+    out of the ISR. F is cut off from the other replicas, which shut down: the controller
+    elects F if it is in the ISR."""
     tp, v = s.choose(candidates, 2)
-    leader, (x, f) = v.leader, v.followers[:2]
-    if v.controller == leader:
-        raise StoryError("wipe-follower pauses the leader: it must not be the controller")
+    leader, (x, f), ctl = v.leader, v.followers[:2], v.controller
+    if ctl is None or ctl in v.replicas:
+        raise StoryError("wipe-follower cuts the leader from the controller: the controller must not be a replica")
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    s.fault("pause", [leader])
+    lag = {"drop": {f: [leader]}, "min_bytes": LARGE_BYTES}
+    s.fault("start-partition", lag)
     s.crash_restart(f)
-    s.sleep("f-fetches-from-paused-leader", 2.0)
-    s.fault("start-partition", {"drop": {f: [leader]}, "min_bytes": LARGE_BYTES})
+    if s.wait("f-out-of-isr", tp, lambda w: f not in w.isr, 8) is None:
+        return
+    s.sleep("leader-learns", 1.0)
+    s.fault("start-partition", {"drop": {leader: [ctl], ctl: [leader]}, "keep": True})
+    s.sleep("leader-link-closes", 3.5)
+    s.fault("start-partition", {"drop": {leader: [ctl], ctl: [leader]}})  # F may catch up now
+    s.sleep("f-catches-up", 0.3)
+    s.fault("start-partition", {**lag, "keep": True})
     s.fault("wipe", [f])
     s.sleep("f-re-registers", 1.5)
-    s.fault("resume", [leader])
-    s.wait("f-in-isr", tp, lambda w: f in w.isr, 4)
+    s.fault("start-partition", lag)  # the leader reaches the controller again: its queue goes out
+    s.wait("f-in-isr", tp, lambda w: f in w.isr, 3)
     s.fault("start-partition", {"drop": {f: [leader, x], leader: [f], x: [f]}})
     s.fault("stop", [leader, x])
     s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 10)
