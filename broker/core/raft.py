@@ -368,7 +368,7 @@ class RaftNode:
         return (req.last_offset_epoch, req.last_offset) >= (self.log.last_epoch, self.log.end_offset)
 
     def _on_vote(self, src: int, req: VoteRequest, acts: Actions) -> None:
-        if not self.is_voter:
+        if not self.is_voter or req.candidate_id not in self.voters:
             granted = False
         elif req.pre_vote:
             granted = self._grant_pre_vote(req)

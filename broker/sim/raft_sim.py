@@ -171,12 +171,18 @@ class RaftSim:
 
     def crash(self, nid: int, power_loss: bool = False) -> None:
         """kill -9 (the log stays whole: the page cache survives) or a power loss (the
-        log falls back to its last flush). The quorum state file is always durable."""
+        log falls back to its last flush, plus, when it only grew since, a random part
+        of the unflushed appends: a torn tail). The quorum state file is always durable."""
         node = self.nodes[nid]
         if node.raft is None:
             return
         node.raft = None
-        node.log = SimRaftLog(node.log.durable if power_loss else node.log.entries)
+        entries, durable = node.log.entries, node.log.durable
+        if power_loss:
+            n = len(durable)
+            grew = len(entries) > n and entries[:n] == durable
+            entries = entries[: n + self.rng.randint(0, len(entries) - n)] if grew else durable
+        node.log = SimRaftLog(entries)
 
     def leaders(self) -> list[int]:
         return [i for i, n in self.nodes.items() if n.raft is not None and n.raft.role is Role.LEADER]
