@@ -9,9 +9,13 @@ import os
 import random
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
+from broker.core.raft import Role
+from broker.core.raft_messages import PersistQuorumState, RaftEntry
+from broker.sim.raft_invariants import RaftOracle, SimRaftLog
 from broker.sim.raft_sim import RaftSim, _check_liveness, raft_run, random_settings
 
 SEEDS = int(os.environ.get("WRACK_RAFT_SIM_SEEDS", "300"))
@@ -81,3 +85,60 @@ def test_cli_runs_seeds_and_rejects_bad_arguments():
         [sys.executable, "-m", "broker.sim.raft_sim", "--seed", "0", "--unsafe", "forget-vote"], capture_output=True, text=True
     )
     assert caught.returncode == 1 and "1 seeds, 1 failed" in caught.stdout
+
+
+# ------------------------------------------------------------ the oracle, on hand-made states
+def _node(nid=1, role=Role.FOLLOWER, epoch=1, leader=9, vote=-1, hwm=0, voter=True):
+    return SimpleNamespace(role=role, epoch=epoch, leader_id=leader, voted_for=vote, committed_offset=hwm, is_voter=voter)
+
+
+def _check(oracle, nid, raft, log):
+    oracle.check(0, nid, raft, log, PersistQuorumState(raft.epoch, raft.leader_id, raft.voted_for))
+    return [v.name for v in oracle.violations]
+
+
+def _log(*entries):
+    """A log whose entries the oracle has not seen yet (appended, not loaded)."""
+    log = SimRaftLog()
+    for e, r in entries:
+        log.append(RaftEntry(e, r))
+    return log
+
+
+def test_oracle_two_leaders_in_one_epoch():
+    o = RaftOracle()
+    assert _check(o, 1, _node(1, Role.LEADER, 3, 1), _log()) == []
+    assert _check(o, 2, _node(2, Role.LEADER, 3, 2), _log()) == ["one-leader-per-epoch"]
+
+
+def test_oracle_committed_prefix_mismatch_truncation_and_hwm():
+    o = RaftOracle()
+    a = _log((1, "x"), (1, "y"))
+    assert _check(o, 1, _node(1, hwm=2), a) == [] and o.committed == a.entries
+    b = _log((1, "x"), (2, "z"))
+    assert _check(o, 2, _node(2, hwm=2), b) == ["committed-mismatch"]
+    o = RaftOracle()
+    _check(o, 1, _node(1, hwm=2), a)
+    a.truncate(1)
+    assert _check(o, 1, _node(1, hwm=2), a) == ["committed-truncated", "hwm-beyond-log"]
+    o = RaftOracle()
+    _check(o, 1, _node(1, hwm=2), _log((1, "x"), (1, "y")))
+    assert _check(o, 1, _node(1, hwm=1), _log((1, "x"), (1, "y"))) == ["hwm-monotonic"]
+
+
+def test_oracle_log_matching_and_observers():
+    o = RaftOracle()
+    _check(o, 1, _node(1), _log((1, "x"), (2, "y")))
+    assert _check(o, 2, _node(2), _log((1, "w"), (2, "y"))) == ["log-matching"]  # at offset 0
+    o = RaftOracle()
+    assert _check(o, 100, _node(100, voter=False), _log((1, "x"))) == ["observer-uncommitted"]
+
+
+def test_oracle_quorum_state_and_role_consistency():
+    o = RaftOracle()
+    raft = _node(1, Role.CANDIDATE, 2, -1, 3)
+    o.check(0, 1, raft, _log(), PersistQuorumState(2, -1, 3))
+    assert [v.name for v in o.violations] == ["quorum-state"]  # a candidate votes for itself
+    o = RaftOracle()
+    o.check(0, 1, _node(1, Role.VOTED, 2, -1, 3), _log(), PersistQuorumState(1, -1, -1))
+    assert [v.name for v in o.violations] == ["quorum-state"]  # ran without persisting
