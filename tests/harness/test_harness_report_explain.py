@@ -120,3 +120,23 @@ def test_the_explanations_render_in_chromium(tmp_path, headless_chromium):
 
     img = Image.open(shot).convert("RGB")
     assert len(img.getcolors(maxcolors=1 << 20) or []) > 50, "screenshot is (nearly) blank"
+
+
+def test_a_failed_or_ambiguous_explanation_still_renders(tmp_path):
+    from harness.report import RunData, render_report
+
+    amb = {"key": TP, "offset": 4, "value": 7, "anomalies": ["lost-write"], "not_allowed": ["lost-write"],
+           "allowed_by": [], "ops": [1], "during": [], "elected_without": None, "truncated_by": [], "reused_by": [],
+           "ack": {"op": 1, "process": 0, "time": 1.0, "node": None, "epoch": None, "source": "node logs",
+                   "candidates": [{"node": "n1", "epoch": 0}, {"node": "n2", "epoch": 1}], "isr": None},
+           "timeline": [{"time": 1.0, "kind": "ack", "node": None, "text": "n1 or n2 acknowledged offset 4"}],
+           "rules": [{"name": "none", "kind": "none", "rule": "No rule allows it.", "evidence": None, "matched": True}],
+           "summary": "Offset 4 was acknowledged at 1.00 s by n1 or n2."}
+    for ex in ({"error": "ValueError: boom", "explained": [], "counts": {}},
+               {"explained": [amb], "counts": {"offsets": 1, "explained": 1, "not_explained": 0}, "clock": "none"}):
+        html = render_report(RunData(test={"name": "t"}, results={"valid": False, "anomaly_types": ["lost-write"],
+                                                                   "explanations": ex, "first_anomaly_time": 10**9}))
+        assert 'id="explanations"' in html and "1.00 s</strong> after the workload started" in html
+    assert "The explanation failed: ValueError: boom" in render_report(RunData(
+        test={"name": "t"}, results={"valid": False, "explanations": {"error": "ValueError: boom"}}))
+    assert "n1 or n2 acknowledged offset 4" in html and "but none were found" in html
