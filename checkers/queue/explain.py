@@ -292,6 +292,21 @@ def explain(events: Iterable[dict[str, Any]], node_events: list[dict[str, Any]],
     }
 
 
+@dataclass
+class _Facts:
+    """What the story says about one target."""
+
+    t: Target
+    ack: dict[str, Any] | None
+    elections: list[dict[str, Any]]
+    lost_by: dict[str, Any] | None  # the first election of a leader without the record
+    truncs: list[dict[str, Any]]
+
+    @property
+    def restarts(self) -> list[dict[str, Any]]:
+        return [x for x in self.truncs if x["reason"] in ("restart", "power loss")]
+
+
 def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
                  options: dict[str, Any]) -> dict[str, Any]:
     acks = _acks_of(t, seen.acks)
@@ -300,31 +315,26 @@ def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
         t.offset = ack.offset
     t0 = ack.time if ack else min((seen.op_time[i] for i in t.ops if i in seen.op_time), default=0)
     ack_info = _ack_info(t, ack, story) if ack else None
-    truncs = _truncations(t, story, t0, ack_info)
     elections = story.elections(t.key, t0)
     lost_by = next((e for e in elections if t.offset is not None and e.get("from_offset") is not None
                     and e["from_offset"] <= t.offset), None)
+    f = _Facts(t, ack_info, elections, lost_by, _truncations(t, story, t0, ack_info))
     reuses = [a for a in acks[1:] if a.offset == t.offset and a.value != (ack.value if ack else None)]
-    t_end = max([x["time"] for x in truncs] + ([lost_by["time"]] if lost_by else []) + [a.time for a in reuses[:1]],
+    t_end = max([x["time"] for x in f.truncs] + ([lost_by["time"]] if lost_by else []) + [a.time for a in reuses[:1]],
                 default=t0 + 10 * 10**9) + 10**9
-    timeline = _timeline(t, ack, ack_info, story, elections, truncs, reuses, t0, t_end)
-    rules = _rules(t, ack_info, story, elections, lost_by, truncs, options, t0)
-    if "unseen" in t.kinds and not truncs and "final-read-deadline" in (result.get("policies") or []):
-        rules.insert(0, _rule("final-read-deadline", "configuration", CONFIG_RULES["final-read-deadline"],
-                              "the final read-back did not run to the end, and no node log shows the offset "
-                              "truncated"))
-        rules = [r for r in rules if r["name"] != "none"]
     allowed = set(result.get("allowed") or [])
+    policies = result.get("policies") or []
     out = {
         "key": t.key, "offset": t.offset, "value": t.value if t.value is not None else (ack.value if ack else None),
         "anomalies": t.kinds, "not_allowed": [k for k in t.kinds if k not in allowed],
-        "allowed_by": sorted({p for k in t.kinds for p in result.get("policies") or [] if k in POLICIES.get(p, ())}),
+        "allowed_by": sorted({p for k in t.kinds for p in policies if k in POLICIES.get(p, ())}),
         "ops": t.ops[:8], "ack": ack_info, "elected_without": _el_dict(lost_by),
-        "truncated_by": [{k: (_s(v) if k == "time" else v) for k, v in x.items() if k != "text"} for x in truncs],
+        "truncated_by": [{**x, "time": _s(x["time"])} for x in f.truncs],
         "reused_by": [{"value": a.value, "op": a.op, "time": _s(a.time),
                        "node": _one_leader(story, t.key, a.time)} for a in reuses[:3]],
         "during": _active_faults(story.faults, t0),
-        "timeline": timeline, "rules": rules,
+        "timeline": _timeline(t, ack, ack_info, story, elections, f.truncs, reuses, t0, t_end),
+        "rules": _rules(f, options, policies),
     }
     out["summary"] = _summary(out)
     return out
@@ -416,51 +426,57 @@ def _active_faults(faults: list[dict[str, Any]], t: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------- rules
-def _rules(t: Target, ack: dict[str, Any] | None, story: Story, elections: list[dict[str, Any]],
-           lost_by: dict[str, Any] | None, truncs: list[dict[str, Any]], options: dict[str, Any],
-           t0: int) -> list[dict[str, Any]]:
-    """The configuration rules and switched-off safeguards this story matches, with evidence."""
-    out: list[dict[str, Any]] = []
-    acks = str(options.get("acks", "all")).lower()
-    min_isr = int(options.get("min_isr") or 2)
+def _rules(f: _Facts, options: dict[str, Any], policies: list[str]) -> list[dict[str, Any]]:
+    """The configuration rules and switched-off safeguards this story matches, with evidence;
+    `none` when the configuration allows no loss and no safeguard is off."""
     off = [s for s in options.get("safeguards_off") or [] if s in REGISTRY]
-    lost_elsewhere = (f"{lost_by['node']} was elected leader in epoch {lost_by['epoch']} with its log ending "
-                      f"at {lost_by['from_offset']}, without the record") if lost_by else None
-    unclean = [e for e in elections if e.get("election") == "unclean"]
-    restarts = [x for x in truncs if x["reason"] in ("restart", "power loss")]
-    isr = (ack or {}).get("isr")
-    if acks in ("1", "mixed"):
-        out.append(_rule("acks=1", "configuration", CONFIG_RULES["acks=1"],
-                         lost_elsewhere or f"acks={acks}: the ack did not wait for the followers"))
-    if min_isr <= 1:
-        ev = (f"the ISR was {_names(isr)} when the record was acknowledged" if isr is not None
-              else "min.insync.replicas=1")
-        out.append(_rule("min.insync.replicas=1", "configuration", CONFIG_RULES["min.insync.replicas=1"], ev))
-    if options.get("unclean_election") or "clean-election-only" in off:
-        ev = (f"{unclean[0]['node']} was elected uncleanly (not in the ISR) at {_s(unclean[0]['time']):.2f} s"
-              if unclean else None)
-        name = "clean-election-only" if "clean-election-only" in off else "unclean-election"
-        out.append(_rule(name, "safeguard" if name in REGISTRY else "configuration",
-                         _sg_text(name) if name in REGISTRY else CONFIG_RULES["unclean-election"], ev))
-    if str(options.get("flush_policy", "none")) != "every" and restarts:
-        r = restarts[0]
-        out.append(_rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
-                         f"{r['node']} came back ({r['reason']}) at {_s(r['time']):.2f} s with its log ending at "
-                         f"{r['to']}"))
-    for name in off:
-        if name == "clean-election-only":
-            continue
-        out.append(_rule(name, "safeguard", _sg_text(name), _sg_evidence(name, t, truncs, lost_by, restarts, isr)))
+    out = _config_rules(f, options, policies, off)
+    out += [_rule(n, "safeguard", _sg_text(n), _sg_evidence(n, f)) for n in off if n != "clean-election-only"]
     if not out:
-        out.append({"name": "none", "kind": "none", "rule": NO_RULE, "evidence": lost_elsewhere, "matched": True})
+        out.append(_rule("none", "none", NO_RULE, _lost_elsewhere(f) or "the acknowledged record is gone"))
     return out
 
 
-def _sg_evidence(name: str, t: Target, truncs: list[dict[str, Any]], lost_by: dict[str, Any] | None,
-                 restarts: list[dict[str, Any]], isr: list[str] | None) -> str | None:
+def _config_rules(f: _Facts, options: dict[str, Any], policies: list[str], off: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    acks = str(options.get("acks", "all")).lower()
+    isr = (f.ack or {}).get("isr")
+    if "unseen" in f.t.kinds and not f.truncs and "final-read-deadline" in policies:
+        out.append(_rule("final-read-deadline", "configuration", CONFIG_RULES["final-read-deadline"],
+                         "the final read-back did not run to the end, and no node log shows the offset truncated"))
+    if acks in ("1", "mixed"):
+        out.append(_rule("acks=1", "configuration", CONFIG_RULES["acks=1"],
+                         _lost_elsewhere(f) or f"acks={acks}: the ack did not wait for the followers"))
+    if int(options.get("min_isr") or 2) <= 1:
+        ev = f"the ISR was {_names(isr)} when the record was acknowledged" if isr is not None else "min.insync.replicas=1"
+        out.append(_rule("min.insync.replicas=1", "configuration", CONFIG_RULES["min.insync.replicas=1"], ev))
+    if options.get("unclean_election") or "clean-election-only" in off:
+        unclean = [e for e in f.elections if e.get("election") == "unclean"]
+        ev = (f"{unclean[0]['node']} was elected uncleanly (not in the ISR) at {_s(unclean[0]['time']):.2f} s"
+              if unclean else None)
+        if "clean-election-only" in off:
+            out.append(_rule("clean-election-only", "safeguard", _sg_text("clean-election-only"), ev))
+        else:
+            out.append(_rule("unclean-election", "configuration", CONFIG_RULES["unclean-election"], ev))
+    if str(options.get("flush_policy", "none")) != "every" and f.restarts:
+        r = f.restarts[0]
+        out.append(_rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
+                         f"{r['node']} came back ({r['reason']}) at {_s(r['time']):.2f} s with its log ending at "
+                         f"{r['to']}"))
+    return out
+
+
+def _lost_elsewhere(f: _Facts) -> str | None:
+    e = f.lost_by
+    return (f"{e['node']} was elected leader in epoch {e['epoch']} with its log ending at {e['from_offset']}, "
+            f"without the record") if e else None
+
+
+def _sg_evidence(name: str, f: _Facts) -> str | None:
     """The sign of a safeguard's bug in this story, or None."""
+    lost_by, restarts, isr = f.lost_by, f.restarts, (f.ack or {}).get("isr")
     if name == "epoch-truncation":
-        hw = [x for x in truncs if str(x.get("reason", "")).startswith("hwm")]
+        hw = [x for x in f.truncs if str(x.get("reason", "")).startswith("hwm")]
         return (f"{hw[0]['node']} truncated to its high watermark {hw[0]['to']} ({hw[0]['reason']}), not by leader "
                 f"epoch") if hw else None
     if name == "elr":
@@ -471,8 +487,7 @@ def _sg_evidence(name: str, t: Target, truncs: list[dict[str, Any]], lost_by: di
             return f"the ISR had shrunk to {_names(isr)} when the record was acknowledged"
         return None
     if lost_by and lost_by.get("election") in ("clean", None):
-        restarted = [x for x in restarts if x["node"] == lost_by["node"]]
-        if name == "broker-epoch-check" and restarted:
+        if name == "broker-epoch-check" and any(x["node"] == lost_by["node"] for x in restarts):
             return (f"{lost_by['node']} restarted with a short log and was elected from the ISR without the "
                     f"record")
         if name in ("leso-check", "partition-epoch-check", "broker-epoch-check"):
