@@ -102,7 +102,8 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
         raise InputError(str(e), str(run_dir / "test.json")) from None
     nemesis: list[dict[str, Any]] = []
     hstats = history_stats(hist, nemesis)  # raises InputError for a malformed history
-    policy = choose(options, incomplete=incomplete, events=nemesis, keys=getattr(wl, "keys", ()))
+    policy = choose(options, incomplete=incomplete, events=nemesis, keys=getattr(wl, "keys", ()),
+                    isr_changes=isr_changes(run_dir, test or {}))
     t0 = time.monotonic()
     analysis = None
     try:
@@ -162,6 +163,22 @@ def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, An
         return out
     except Exception as e:  # noqa: BLE001 - a missing explanation must not cost the verdict
         return {"error": f"{type(e).__name__}: {e}", "explained": [], "counts": {}}
+
+
+def isr_changes(run_dir: Path, test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The controller's ISR changes from the nodes' event lines, on the history's clock, for the
+    policy (`harness.lossy`: they see a replica's spell outside the ISR that the observer's
+    polls miss). None when the logs are missing or their clock is only approximate."""
+    from harness.nodelogs import read_node_events
+
+    try:
+        ne = read_node_events(run_dir, dict(test))
+    except Exception:  # noqa: BLE001 - without them the observer's events stand alone
+        return []
+    if ne.clock not in ("monotonic", "wall"):
+        return []
+    return [{"time": e["time"], "key": e["tp"], "isr": list(e.get("isr") or [])} for e in ne.events
+            if e.get("event") == "partition-change" and e.get("time") is not None and e.get("tp")]
 
 
 def render_outputs(run_dir: Path, test: Mapping[str, Any] | None = None, analysis: Any = None) -> list[str]:

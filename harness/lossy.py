@@ -27,15 +27,16 @@ a controlled shutdown syncs), clean stops, pauses, partitions and clock faults a
 Concurrency. A partition's replica on node n is *lost* from its lossy shutdown until it is
 back in the partition's ISR; a lossy shutdown of another replica while k replicas are lost
 makes k + 1 concurrent. When is a replica back?
-- With observations (the history has `cluster-state` events; the observed state holds from
-  one event to the next, as the observer records only changes): when the state in force lists
-  n in the ISR, after the fault, and either n was seen outside the ISR since the fault (the
-  state in force at the fault counts), or `STALE_NS` (12 s) have passed since the fault. A
-  restarted broker stays in the ISR until the controller fences its old session (9 s), so an
-  ISR that still lists n right after the fault proves nothing; seeing it leave and return
-  does, and so does an ISR listing it after the fence (the leader re-adds a replica only once
-  it caught up): the observer, polling every 0.5 s, can miss an out-of-ISR spell shorter
-  than that.
+- With observations (the history's `cluster-state` events, and the ISR changes the controller
+  wrote to its node's log, `isr_changes`; an observed ISR holds until the next observation of
+  that partition): when the ISR in force after the fault lists n, and either n was seen
+  outside the ISR since the fault (the ISR in force at the fault counts), or `STALE_NS`
+  (12 s) have passed since the fault. A restarted broker may stay in the ISR until the
+  controller fences its old session (at most the 9 s session timeout), so an ISR that still
+  lists n right after the fault proves nothing; seeing it leave and return does, and so does
+  an ISR listing it after the fence (the leader re-adds a replica only once it caught up).
+  The observer's 0.5 s polls can miss a spell outside the ISR (70 ms on a real power loss:
+  fenced at re-registration, caught up at once); the controller's ISR changes do not.
 - Without observations (an old run): as soon as n *could* have rejoined, i.e. the first
   moment after the fault at which n was running (not killed, stopped or removed), not
   paused and not cut off from every other node by a partition's grudge. So only losses of
@@ -208,18 +209,25 @@ class _Availability:
         return node not in self.down | self.paused | self.isolated
 
 
-def _isr(state: Mapping[str, Any] | None, key: str) -> list[str] | None:
-    if state is None:
-        return None
-    p = (state.get("partitions") or {}).get(key)
-    return None if p is None else list(p.get("isr") or [])
+def _observations(events: Sequence[Mapping[str, Any]], isr_changes: Sequence[Mapping[str, Any]]
+                  ) -> list[tuple[int, int, Mapping[str, Any]]]:
+    """The fault events and ISR observations on one timeline: (time, tie, event), where an ISR
+    observation is an event {"f": CLUSTER_STATE, "value": {"partitions": {key: {"isr"}}}}: the
+    observer's (every partition) or one ISR change of the controller's (one partition)."""
+    out = [(int(e["time"]), 0, e) for e in events if e.get("type") != "invoke"]
+    for c in isr_changes:
+        out.append((int(c["time"]), 1, {"f": CLUSTER_STATE, "time": int(c["time"]), "index": None,
+                                        "value": {"partitions": {c["key"]: {"isr": list(c["isr"])}}}}))
+    out.sort(key=lambda x: (x[0], x[1]))
+    return out
 
 
 def _assignment(states: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Partition -> its replicas (and every node seen in its ISR) as observed."""
     out: dict[str, set[str]] = {}
     for s in states:
         for k, p in (s.get("partitions") or {}).items():
-            out.setdefault(k, set()).update(p.get("replicas") or [])
+            out.setdefault(k, set()).update(p.get("replicas") or [], p.get("isr") or [])
     return out
 
 
@@ -249,12 +257,16 @@ class _Lost:
 
 
 def durability(events: Sequence[Mapping[str, Any]], *, min_isr: int, nemesis: Sequence[str] = (),
-               flush_every: bool = False, keys: Sequence[str] = (), all_hold_all: bool = False) -> Durability:
+               flush_every: bool = False, keys: Sequence[str] = (), all_hold_all: bool = False,
+               isr_changes: Sequence[Mapping[str, Any]] = ()) -> Durability:
     """Whether at most `min_isr - 1` replicas of each partition were lost at once (module
     docstring). `events`: the history's nemesis events in order; `keys`: the workload's
-    partitions; `all_hold_all`: every node holds every partition (rf >= nodes)."""
+    partitions; `all_hold_all`: every node holds every partition (rf >= nodes); `isr_changes`:
+    ISR changes as the controller made them, `{"time": ns on the history's clock, "key", "isr"}`
+    (its event lines in the nodes' logs), observations as the observer's are."""
     found = losses(events, nemesis=nemesis, flush_every=flush_every)
-    states = [e["value"] for e in events if e["f"] == CLUSTER_STATE and isinstance(e.get("value"), Mapping)]
+    timeline = _observations(events, isr_changes)
+    states = [e["value"] for _, _, e in timeline if e["f"] == CLUSTER_STATE and isinstance(e.get("value"), Mapping)]
     observed = bool(states)
     assignment = _assignment(states)
     every = set(keys) | set(assignment)
@@ -263,24 +275,22 @@ def durability(events: Sequence[Mapping[str, Any]], *, min_isr: int, nemesis: Se
         by_index.setdefault(x.index, []).append(x)
     lost = _Lost(max(0, min_isr - 1))
     avail = _Availability()
-    state: Mapping[str, Any] | None = None
-    for ev in events:
-        if ev.get("type") == "invoke":
-            continue
+    isr: dict[str, list[str]] = {}  # partition -> the ISR observed last (in force until the next)
+    for now, _, ev in timeline:
         if ev["f"] == CLUSTER_STATE and isinstance(ev.get("value"), Mapping):
-            state = ev["value"]
-            _observe(lost, state, ev["time"])
+            seen = {k: list(p.get("isr") or []) for k, p in (ev["value"].get("partitions") or {}).items()}
+            isr.update(seen)
+            _observe(lost, seen, now)
             continue
         avail.apply(ev)
-        if state is not None and ev["index"] in by_index:
-            _observe(lost, state, ev["time"], fresh=False)  # the state still in force now
+        if ev["index"] in by_index:
+            _observe(lost, isr, now, fresh=False)  # the ISRs still in force now
         for x in by_index.get(ev["index"], []):
             hit = x.keys if x.keys is not None else (
                 {k for k in every if x.node in assignment.get(k, ())} if observed else
                 set(keys) if all_hold_all else set())
             for k in sorted(hit):
-                isr = _isr(state, k)
-                lost.hit(k, x, out_now=isr is not None and x.node not in isr)
+                lost.hit(k, x, out_now=k in isr and x.node not in isr[k])
         if not observed:
             for k, nodes in lost.by_key.items():
                 for n in [n for n in nodes if avail.could_rejoin(n)]:
@@ -290,15 +300,14 @@ def durability(events: Sequence[Mapping[str, Any]], *, min_isr: int, nemesis: Se
     return res
 
 
-def _observe(lost: _Lost, state: Mapping[str, Any], now: int, fresh: bool = True) -> None:
-    """Apply the observed `state`, in force at time `now` (`fresh`: observed at `now`, else an
-    earlier observation nothing has changed since): replicas seen out of the ISR, and back."""
+def _observe(lost: _Lost, isr: Mapping[str, list[str]], now: int, fresh: bool = True) -> None:
+    """Apply observed ISRs (partition -> ISR), in force at time `now` (`fresh`: observed at
+    `now`, else earlier and unchanged since): replicas seen out of the ISR, and back."""
     for k, nodes in lost.by_key.items():
-        isr = _isr(state, k)
-        if isr is None:
+        if k not in isr:
             continue
         for n, x in list(nodes.items()):
-            if n not in isr:
+            if n not in isr[k]:
                 lost.seen_out[(k, n)] = fresh or lost.seen_out.get((k, n), False)
             elif lost.seen_out.get((k, n)) or now - x.time >= STALE_NS:
                 lost.back(k, n)

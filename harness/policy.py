@@ -161,9 +161,11 @@ def _within_note(d: Durability) -> str:
 
 
 def choose(options: Mapping[str, Any], *, incomplete: bool = False,
-           events: Sequence[Mapping[str, Any]] | None = None, keys: Sequence[str] = ()) -> Policy:
+           events: Sequence[Mapping[str, Any]] | None = None, keys: Sequence[str] = (),
+           isr_changes: Sequence[Mapping[str, Any]] = ()) -> Policy:
     """The policy of a run (see the module docstring). `events`: the history's nemesis events in
     order (None: unknown, so no fault event allows anything); `keys`: the workload's partitions;
+    `isr_changes`: the controller's ISR changes from the nodes' logs (`harness.lossy.durability`);
     `incomplete`: the harness stopped before the final read-back (killed), so acknowledged sends
     may never have been read."""
     workload = options.get("workload", "queue")
@@ -177,7 +179,8 @@ def choose(options: Mapping[str, Any], *, incomplete: bool = False,
     if events is not None:
         d = durability(events, min_isr=isr, nemesis=list(options.get("nemesis") or []),
                        flush_every=_flush_per_message(options.get("flush_policy")), keys=keys,
-                       all_hold_all=int(options.get("rf", 3) or 1) >= int(options.get("nodes", 5) or 1))
+                       all_hold_all=int(options.get("rf", 3) or 1) >= int(options.get("nodes", 5) or 1),
+                       isr_changes=isr_changes)
         if d.exceeded and isr >= 2:
             evs = sorted({x.index: x for v in d.exceeded.values() for x in v}.values(), key=lambda x: x.index)
             picks.append(Pick(LOSSY_SHUTDOWNS, _exceeded_reason(d), _types(checker, LOSSY_SHUTDOWNS),
