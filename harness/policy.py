@@ -42,6 +42,7 @@ from harness.lossy import Durability, Loss, durability
 
 LINEARIZABLE_LOSS = "nonlinearizable"
 LOSSY_SHUTDOWNS = "power-loss-unflushed"  # the named policy for a partition over the ELR's bound
+SHOWN = 10  # lossy shutdowns named in a note (all of them are in `durability`)
 
 
 @dataclass
@@ -143,7 +144,7 @@ def _exceeded_reason(d: Durability) -> str:
         v = d.exceeded[keys[0]]
         parts.append(f"{', '.join(keys)}: {len(v)} replicas lost data at once ({'; '.join(map(_describe, v))})")
     how = ("per the observed ISRs" if d.observed else
-           "no cluster-state observations: counted only while the earlier ones could not have rejoined")
+           "no ISR observations: counted only while the earlier ones could not have rejoined")
     return (f"more lossy unclean shutdowns of one partition's replicas at once than min.insync.replicas-1 = "
             f"{d.bound}, so the protocol promises nothing for them (seed 002, 5.1.2) ({how}): "
             + " | ".join(parts) + ". The queue checker takes one allowed set, so the allowance covers "
@@ -152,9 +153,12 @@ def _exceeded_reason(d: Durability) -> str:
 
 def _within_note(d: Durability) -> str:
     hit = ", ".join(f"{k}: {n}" for k, n in sorted(d.peak.items())) or "none"
-    how = "" if d.observed else (" (no cluster-state observations: a replica counts as back once it could "
-                                 "have rejoined, which never hides a bug)")
-    return (f"{len(d.losses)} lossy unclean shutdown(s) ({'; '.join(map(_describe, d.losses))}); at most "
+    how = "" if d.observed else (" (no ISR observations: a replica counts as back once it could have "
+                                 "rejoined, which never hides a bug)")
+    listed = "; ".join(map(_describe, d.losses[:SHOWN]))
+    if len(d.losses) > SHOWN:
+        listed += f"; and {len(d.losses) - SHOWN} more"
+    return (f"{len(d.losses)} lossy unclean shutdown(s) ({listed}); at most "
             f"{max(d.peak.values(), default=0)} replica(s) of a partition lost data at once (per partition: "
             f"{hit}), within min.insync.replicas-1 = {d.bound}{how}: with acks=all the ELR promises no "
             "acknowledged write is lost")
