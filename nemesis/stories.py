@@ -69,31 +69,29 @@ class Story:
                 md = None
         return partition_view(md or self.nem.metadata(), tp[0], tp[1], addrs)
 
-    def choose(self, candidates: Sequence[TP], followers: int, wait: float = 8.0) -> tuple[TP, PartitionView]:
-        """A candidate with a leader and at least `followers` ISR followers, preferring one the
-        controller has no replica of (waiting up to `wait` s for one, as the ISRs refill after
-        an earlier fault), then one it does not lead, then any."""
+    def choose(self, candidates: Sequence[TP], followers: int, wait: float = 15.0) -> tuple[TP, PartitionView]:
+        """The first candidate with a leader, at least `followers` ISR followers and no replica
+        on the controller's node (a story stops, crashes or isolates replicas: the controller
+        must stay out of it), waiting up to `wait` s for one (the ISRs refill after an earlier
+        fault); StoryError if none comes."""
         deadline = time.monotonic() + wait * TIME_SCALE
+        seen: list[str] = []
         while True:
-            views = []
+            seen = []
             for tp in candidates:
                 try:
                     v = self.view(tp)
-                except Exception:  # noqa: BLE001 - metadata unavailable for this one: try the next
+                except Exception as e:  # noqa: BLE001 - metadata unavailable for this one: try the next
+                    seen.append(f"{tp[0]}-{tp[1]}: {type(e).__name__}")
                     continue
-                if v.leader is not None and len(v.followers) >= followers:
-                    views.append((tp, v))
-            best = [(tp, v) for tp, v in views if v.controller not in v.replicas]
-            if best:
-                return best[0]
+                if v.leader is not None and len(v.followers) >= followers and v.controller not in v.replicas:
+                    return tp, v
+                seen.append(f"{tp[0]}-{tp[1]}: leader {v.leader}, isr {v.isr}, controller {v.controller}")
             if time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
-        for ok in (lambda v: v.controller != v.leader, lambda v: True):
-            for tp, v in views:
-                if ok(v):
-                    return tp, v
-        raise StoryError(f"no partition has a leader and {followers} ISR followers now")
+        raise StoryError(f"no partition without a controller replica has a leader and {followers} ISR followers "
+                         f"now ({'; '.join(seen)})")
 
     # ------------------------------------------------------------------ steps
 

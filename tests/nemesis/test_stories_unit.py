@@ -267,7 +267,7 @@ def test_a_story_without_the_roles_it_needs_does_nothing():
     nem, ev = model_nemesis(m)
     nem.invoke(FaultOp("hw-truncation"))
     assert faults(ev) == ["start-hw-truncation", "stop-hw-truncation"]
-    assert "no partition has a leader and 2 ISR followers" in ev[-1]["value"]["error"]
+    assert "no partition without a controller replica has a leader and 2 ISR followers" in ev[-1]["value"]["error"]
 
 
 def test_waits_are_bounded():
