@@ -3,6 +3,7 @@
     python -m broker.sim --seeds 5000                 # seeds 0..4999, safe configuration
     python -m broker.sim --seed 1234 -v               # replay one seed, with its fault log
     python -m broker.sim --seeds 500 --safeguard-off elr   # watch the invariants fire
+    python -m broker.sim --seeds 50 --story stale-hwm-leader --safeguard-off leso-check
 
 Exit codes: 0 every seed passed, 1 some seed failed, 254 bad arguments.
 """
@@ -15,7 +16,7 @@ import time
 
 from broker.core import safeguards as sg
 from broker.sim.random_run import random_run
-from broker.sim.stories import STORIES
+from broker.sim.stories import LOSSY, STORIES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [s for s in a.story or () if s not in STORIES]
     if bad:
         p.error(f"unknown story {bad[0]!r} (known: {', '.join(STORIES)})")
+    lossy = sorted(set(a.story or ()) & LOSSY)
+    if lossy and a.recovery == "balanced":
+        p.error(f"--story {lossy[0]} loses data on disk: not with --recovery balanced")
     if a.seed is None and a.seeds <= 0:
         p.error(f"--seeds must be positive, got {a.seeds}")
     if a.duration_ms < 0 or a.settle_ms < 0:

@@ -1,14 +1,17 @@
 """Random runs: one seed chooses a cluster configuration, a fault schedule and a
 workload, runs it on a `SimCluster` with the invariants checked after every step, heals
 everything, lets the cluster settle, and reads back every acks=all acknowledgement.
+The fault moves are generic faults and the stories of `stories.py` (the triggers of the
+known bugs, `StoryMix`).
 
 Safe configurations (what must never lose an acknowledged acks=all write), all
 safeguards on and unclean leader election off:
 - ``recovery="manual"`` (default): every fault, including power loss; no automatic
   unclean recovery (it may legitimately lose data beyond min.insync.replicas - 1 lossy
   shutdowns), so partitions whose candidates all restarted uncleanly stay unavailable.
-- ``recovery="balanced"``: balanced unclean recovery, no power loss (a kill -9 keeps the
-  page cache, so every LastKnownELR member is complete and log inspection is safe).
+- ``recovery="balanced"``: balanced unclean recovery, no power loss and no disk loss (a
+  kill -9 keeps the page cache, so every LastKnownELR member is complete and log
+  inspection is safe).
 Other safeguard sets can be run to watch the invariants fire.
 """
 

@@ -1,33 +1,32 @@
 """Fault stories for the random runs: the triggers of the known replication bugs, played
 against whoever holds a role at the time (the leader of a partition, its followers).
 
-Each story is a generator in the style of `scenarios.py`, but timed by the random run's
-RNG and started in the middle of the random workload and the generic faults. It yields
-either a number (sleep that many ms) or `Until(pred, timeout_ms)` (poll every 50 ms;
-or as given; the story is dropped if `pred` does not hold in time). `play` drives one on the cluster's
-event queue; nothing runs after the fault window's `end`, so the final heal and the
-settle period are the same for every seed. Every fault is logged (`log`).
+Each story is a generator in the style of `scenarios.py`, timed by the random run's RNG.
+It yields a number (sleep that many ms) or `Until(pred, timeout_ms, poll_ms=50)` (the
+story is dropped if `pred` does not hold in time). `play` drives one on the cluster's
+event queue; nothing of it runs after the fault window's `end`, so the final heal and
+the settle period are the same for every seed. Every fault is logged (`Ctx.log`).
+`StoryMix` draws them into a random run's fault moves (`STORIES`: weights, when each fits).
 
 Stories (the safeguard each is aimed at):
 
-- ``last-replica-standing`` (elr): cut the leader off from its followers; once the ISR is
-  the leader alone, a lossy crash (power loss) of the leader, restart.
-- ``leader-flap`` (epoch-truncation): 2-4 leader changes in quick succession (controlled
-  shutdown or kill -9 of the current leader, restarted shortly after).
+- ``last-replica-standing`` (elr): the followers are cut from the leader (or shut down);
+  once the ISR is the leader alone and it holds unflushed records, it loses power.
+- ``leader-flap`` (epoch-truncation): 2-4 leader changes in quick succession.
 - ``restart-then-kill`` (epoch-truncation): restart a follower, then take the leader
   down right after (seed 000).
 - ``wipe-during-expansion`` (broker-epoch-check): a follower restarts; the AlterPartition
   that adds it back is held; meanwhile it loses its disk and restarts empty with a new
   broker epoch (KAFKA-14617).
 - ``held-alter-partition`` (partition-epoch-check): the AlterPartition re-adding a
-  restarted follower is held; the follower is cut from the leader and a controller-side
-  ISR change (another follower restarts) overtakes the held request (KIP-497).
+  restarted follower is held; the follower is cut from the leader; controller-side ISR
+  changes (the other follower leaves and rejoins) happen before the held request lands.
 - ``stale-hwm-leader`` (leso-check): a follower fenced by the controller keeps
-  replicating; the leader's fetch responses stop and leadership moves to the other
-  follower (whose HWM is one round stale); the fenced follower comes back and fetches
-  from the new leader without getting records (the LESO scenario).
-- ``unclean-candidates`` (clean-election-only): a follower falls out of the ISR, then
-  every ISR member is killed.
+  replicating; the leader's answers stop (the other follower gets one batch more, not
+  the HWM covering it); leadership moves to that follower; the fenced one comes back and
+  fetches from the new leader without getting records (Vanlightly 6.4.1).
+- ``unclean-candidates`` (clean-election-only): a follower leaves the ISR, then every
+  ISR member is killed.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from broker.core.messages import NO_LEADER, AlterPartitionRequest, TopicPartition
+from broker.core.metadata import PartitionRegistration
 from broker.sim.cluster import CONTROLLER, SimCluster
 
 POLL_MS = 50
@@ -148,16 +148,19 @@ class Ctx:
     def __init__(self, c: SimCluster, rng: random.Random, log: Callable[[str], None], holds: Holds, lag_ms: int) -> None:
         self.c, self.rng, self.log, self.holds, self.lag_ms = c, rng, log, holds, lag_ms
 
+    def _reg(self, tp: TopicPartition) -> PartitionRegistration | None:
+        return None if self.c.controller is None else self.c.controller.image.partitions.get(tp)
+
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
-        reg = None if self.c.controller is None else self.c.controller.image.partitions.get(tp)
+        reg = self._reg(tp)
         return () if reg is None else reg.replicas
 
     def isr(self, tp: TopicPartition) -> tuple[int, ...]:
-        reg = None if self.c.controller is None else self.c.controller.image.partitions.get(tp)
+        reg = self._reg(tp)
         return () if reg is None else reg.isr
 
     def leader(self, tp: TopicPartition) -> int:
-        reg = None if self.c.controller is None else self.c.controller.image.partitions.get(tp)
+        reg = self._reg(tp)
         return NO_LEADER if reg is None else reg.leader
 
     def followers(self, tp: TopicPartition, leader: int) -> list[int]:
