@@ -200,7 +200,11 @@ class Broker:
         registration) in flight will not be answered; send them again after
         `retry_backoff_ms` (doubling per consecutive failure, at most
         `retry_backoff_max_ms`) instead of after the request timeout. Heartbeats need
-        nothing: they go out on their own schedule."""
+        nothing: they go out on their own schedule. A pending AlterPartition is sent again
+        at once, unchanged (the shell queues it until a new link connects), as Kafka's
+        AlterPartitionManager does on a disconnect: it may arrive after the controller
+        changed the partition, which is what the partition-epoch and broker-epoch checks
+        are for."""
         c = self.config
         delay = min(c.retry_backoff_ms << min(self._controller_failures, 16), c.retry_backoff_max_ms)
         self._controller_failures += 1
@@ -209,7 +213,12 @@ class Broker:
             self._metadata_retry_at = now + delay
         if self.state == STARTING and self._registration_at is not None:
             self._registration_at = min(self._registration_at, now + delay)
-        return Actions()
+        acts = Actions()
+        for r in self.partitions.values():  # Kafka's AlterPartitionManager retries on a disconnect:
+            req = r.alter_timed_out(now, 0) if r.role == LEADER else None  # the same request again
+            if req is not None:
+                acts.send(c.controller_id, req)
+        return acts
 
     def handle(self, src: int | str, msg: object, now: int) -> Actions:
         acts = Actions()
