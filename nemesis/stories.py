@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from nemesis.core import FaultOp, Nemesis
@@ -47,27 +48,26 @@ class Story:
         self.partitioned = False
         self.down: list[str] = []  # nodes this story stopped or killed and has not started
         self.paused: list[str] = []
-        self.source: str | None = None  # the node whose metadata cache the story reads
 
     # ------------------------------------------------------------------ reading roles
 
     def view(self, tp: TP) -> PartitionView:
         """The partition's roles as the controller's node sees them (its broker's cache is fed
         by the controller in the same process; librdkafka may ask a broker a story cut off,
-        whose cache is stale), else as the Nemesis's metadata source says."""
+        whose cache is stale), else as the Nemesis's metadata source says. `controller` is the
+        node the DB runs the controller on (the Metadata answer names the answering broker)."""
         addrs = {n.name: n.address for n in self.nem.cluster.nodes}
         if self.nem.metadata is None:
             raise StoryError("stories need the cluster's metadata (Nemesis(metadata=...))")
         md = None
-        if self.source is None:
-            md = self.nem.metadata()
-            self.source = partition_view(md, tp[0], tp[1], addrs).controller if tp in md.partitions else None
-        if self.source is not None and self.source not in self.paused:
+        ctl = self.nem.controller_nodes()
+        if ctl and ctl[0] not in self.paused:
             try:
-                md = node_metadata(addrs[self.source])
+                md = node_metadata(addrs[ctl[0]])
             except OSError:
                 md = None
-        return partition_view(md or self.nem.metadata(), tp[0], tp[1], addrs)
+        v = partition_view(md or self.nem.metadata(), tp[0], tp[1], addrs)
+        return replace(v, controller=ctl[0]) if len(ctl) == 1 else v
 
     def choose(self, candidates: Sequence[TP], followers: int, wait: float = 15.0) -> tuple[TP, PartitionView]:
         """The first candidate with a leader, at least `followers` ISR followers and no replica
