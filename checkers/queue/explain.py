@@ -64,9 +64,9 @@ CONFIG_RULES = {
     "final-read-deadline": "the final read phase did not run to the end (its deadline, or the harness was "
                            "killed): an acknowledged record may simply not have been polled yet.",
 }
-NO_RULE = ("No rule of this configuration allows losing an acknowledged record: with acks=all, "
-           "min.insync.replicas >= 2 and every safeguard on, the record was on min.insync.replicas "
-           "replicas before the ack. This is a bug.")
+NO_RULE = ("No configuration rule or switched-off safeguard explains this loss: with what this run's "
+           "configuration and fault history were, the protocol promises an acknowledged record survives. "
+           "This is a bug.")
 
 
 @dataclass
@@ -320,8 +320,9 @@ def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
                     and e["from_offset"] <= t.offset), None)
     f = _Facts(t, ack_info, elections, lost_by, _truncations(t, story, t0, ack_info))
     reuses = [a for a in acks[1:] if a.offset == t.offset and a.value != (ack.value if ack else None)]
-    t_end = max([x["time"] for x in f.truncs] + ([lost_by["time"]] if lost_by else []) + [a.time for a in reuses[:1]],
-                default=t0 + 10 * 10**9) + 10**9
+    first_cuts = list({x["node"]: x["time"] for x in reversed(f.truncs)}.values())  # each node's first
+    t_end = max(first_cuts + ([lost_by["time"]] if lost_by else []) + [a.time for a in reuses[:1]],
+                default=t0 + 10 * 10**9) + 10**9  # the story of the first loss, and a second more
     allowed = set(result.get("allowed") or [])
     policies = result.get("policies") or []
     out = {
@@ -334,7 +335,7 @@ def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
                        "node": _one_leader(story, t.key, a.time)} for a in reuses[:3]],
         "during": _active_faults(story.faults, t0),
         "timeline": _timeline(t, ack, ack_info, story, elections, f.truncs, reuses, t0, t_end),
-        "rules": _rules(f, options, policies),
+        "rules": _rules(f, options, policies, (result.get("policy") or {}).get("durability")),
     }
     out["summary"] = _summary(out)
     return out
@@ -426,18 +427,20 @@ def _active_faults(faults: list[dict[str, Any]], t: int) -> list[str]:
 
 
 # ------------------------------------------------------------------------- rules
-def _rules(f: _Facts, options: dict[str, Any], policies: list[str]) -> list[dict[str, Any]]:
+def _rules(f: _Facts, options: dict[str, Any], policies: list[str],
+           durability: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The configuration rules and switched-off safeguards this story matches, with evidence;
-    `none` when the configuration allows no loss and no safeguard is off."""
+    `none` when no configuration rule or safeguard matches."""
     off = [s for s in options.get("safeguards_off") or [] if s in REGISTRY]
-    out = _config_rules(f, options, policies, off)
+    out = _config_rules(f, options, policies, off, durability)
     out += [_rule(n, "safeguard", _sg_text(n), _sg_evidence(n, f)) for n in off if n != "clean-election-only"]
-    if not out:
+    if not off and not any(r["matched"] for r in out):
         out.append(_rule("none", "none", NO_RULE, _lost_elsewhere(f) or "the acknowledged record is gone"))
     return out
 
 
-def _config_rules(f: _Facts, options: dict[str, Any], policies: list[str], off: list[str]) -> list[dict[str, Any]]:
+def _config_rules(f: _Facts, options: dict[str, Any], policies: list[str], off: list[str],
+                  durability: dict[str, Any] | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     acks = str(options.get("acks", "all")).lower()
     isr = (f.ack or {}).get("isr")
@@ -459,11 +462,27 @@ def _config_rules(f: _Facts, options: dict[str, Any], policies: list[str], off: 
         else:
             out.append(_rule("unclean-election", "configuration", CONFIG_RULES["unclean-election"], ev))
     if str(options.get("flush_policy", "none")) != "every" and f.restarts:
-        r = f.restarts[0]
-        out.append(_rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
-                         f"{r['node']} came back ({r['reason']}) at {_s(r['time']):.2f} s with its log ending at "
-                         f"{r['to']}"))
+        out.append(_power_loss_rule(f, durability))
     return out
+
+
+def _power_loss_rule(f: _Facts, durability: dict[str, Any] | None) -> dict[str, Any]:
+    """Unflushed data lost in an unclean shutdown: matched unless the run's fault history shows the
+    partition within the ELR's bound (results.json `policy.durability`, harness/lossy.py)."""
+    r = f.restarts[0]
+    ev = f"{r['node']} came back ({r['reason']}) at {_s(r['time']):.2f} s with its log ending at {r['to']}"
+    if not durability or not durability.get("observed"):
+        return _rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"], ev)
+    over = (durability.get("exceeded") or {}).get(f.t.key)
+    if over:
+        return _rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
+                     f"{ev}; {f.t.key} lost more replicas at once than min.insync.replicas-1 = "
+                     f"{durability.get('bound')}")
+    peak = (durability.get("peak") or {}).get(f.t.key, 0)
+    return _rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
+                 f"{ev}, but at most {peak} replica(s) of {f.t.key} lost data at once, within "
+                 f"min.insync.replicas-1 = {durability.get('bound')}: the protocol promises this loss cannot happen",
+                 matched=False)
 
 
 def _lost_elsewhere(f: _Facts) -> str | None:
@@ -495,8 +514,10 @@ def _sg_evidence(name: str, f: _Facts) -> str | None:
     return None
 
 
-def _rule(name: str, kind: str, text: str, evidence: str | None) -> dict[str, Any]:
-    return {"name": name, "kind": kind, "rule": text, "evidence": evidence, "matched": evidence is not None}
+def _rule(name: str, kind: str, text: str, evidence: str | None, matched: bool | None = None) -> dict[str, Any]:
+    """A rule and the story's evidence for it (matched: there is evidence, unless told)."""
+    return {"name": name, "kind": kind, "rule": text, "evidence": evidence,
+            "matched": evidence is not None if matched is None else matched}
 
 
 def _sg_text(name: str) -> str:
@@ -508,30 +529,31 @@ def _sg_text(name: str) -> str:
 def _timeline(t: Target, ack: Ack | None, info: dict[str, Any] | None, story: Story,
               elections: list[dict[str, Any]], truncs: list[dict[str, Any]], reuses: list[Ack],
               t0: int, t_end: int) -> list[dict[str, Any]]:
-    items: list[tuple[int, str, str | None, str]] = []
+    items: list[tuple[int, str, str | None, str]] = []  # (time, kind, node, text)
     if ack is not None and info is not None:
         who = info["node"] or " or ".join(c["node"] for c in info["candidates"]) or "an unknown node"
         ep = f" in epoch {info['epoch']}" if info.get("epoch") is not None else ""
         items.append((ack.time, "ack", info["node"],
                       f"{who} acknowledged offset {t.offset} (value {ack.value!r}) to process {ack.process}{ep}"))
+    involved = {n for n in [info["node"] if info else None, *(e["node"] for e in elections),
+                            *(x["node"] for x in truncs)] if n}
     for f in story.faults:
         if t0 < f["time"] <= t_end:
-            items.append((f["time"], "fault", None, _fault_text(f)))
+            items.append((f["time"], "fault" if set(_nodes_of(f.get("value"))) & involved else "other fault", None,
+                          _fault_text(f)))
     for e in elections:
         if e["time"] <= t_end:
             items.append((e["time"], "election", e["node"], _election_text(t, e)))
     for x in truncs:
-        items.append((x["time"], "truncation", x["node"], _trunc_text(t, x)))
+        if x["time"] <= t_end:
+            items.append((x["time"], "truncation", x["node"], _trunc_text(t, x)))
     for a in reuses[:3]:
         items.append((a.time, "reuse", None, f"value {a.value!r} acknowledged at offset {a.offset} to process "
                                               f"{a.process} (op {a.op})"))
-    items.sort(key=lambda x: x[0])
-    if len(items) > TIMELINE_MAX:  # keep the ack, truncations and reuses; drop the middle faults
-        keep = {id(x) for x in items if x[1] in ("ack", "truncation", "reuse")}
-        rest = [x for x in items if id(x) not in keep][: max(0, TIMELINE_MAX - len(keep))]
-        keep |= {id(x) for x in rest}
-        items = [x for x in items if id(x) in keep]
-    return [{"time": _s(tm), "kind": k, "node": n, "text": s} for tm, k, n, s in items]
+    rank = {"ack": 0, "truncation": 1, "election": 2, "fault": 2, "reuse": 3, "other fault": 4}
+    kept = sorted(items, key=lambda x: (rank[x[1]], x[0]))[:TIMELINE_MAX]  # the latest of a rank go first
+    return [{"time": _s(tm), "kind": "fault" if k == "other fault" else k, "node": n, "text": s}
+            for tm, k, n, s in sorted(kept, key=lambda x: x[0])]
 
 
 def _election_text(t: Target, e: dict[str, Any]) -> str:
@@ -562,6 +584,8 @@ def _fault_text(f: dict[str, Any]) -> str:
     if isinstance(v, dict) and isinstance(v.get("grudge"), dict):
         cut = "; ".join(f"{k} from {', '.join(map(str, vs))}" for k, vs in sorted(v["grudge"].items()))
         return f"{name}: {cut}"
+    if isinstance(v, dict) and v.get("story") and v.get("step"):  # a fault story's progress (nemesis/stories.py)
+        return f"{v['story']} story: {v['step']}" + ("" if v.get("ok", True) else " (did not happen)")
     nodes = _nodes_of(v)
     return f"{name} {', '.join(nodes)}" if nodes else name
 
@@ -584,7 +608,8 @@ def _summary(x: dict[str, Any]) -> str:
         s += f" {e['node']} was then elected leader" + (f" in epoch {e['epoch']}" if e.get("epoch") is not None else "")
         s += f" at {e['time']:.2f} s without it (log ending at {e['from_offset']})."
     if x["truncated_by"]:
-        tr = x["truncated_by"]
+        first = {r["node"]: r for r in reversed(x["truncated_by"])}  # each node's first
+        tr = sorted(first.values(), key=lambda r: r["time"])
         s += " Truncated by " + ", ".join(f"{r['node']} at {r['time']:.2f} s ({r['reason']})" for r in tr) + "."
     elif x["offset"] is not None:
         s += " No node log shows it truncated."

@@ -202,3 +202,23 @@ def test_an_unseen_send_with_an_unfinished_final_read_matches_the_deadline_rule(
     x = by_offset(explain(h.events, nodes, result, STRICT), 1)
     assert x["anomalies"] == ["unseen"] and x["truncated_by"] == []
     assert [r["name"] for r in x["rules"]] == ["final-read-deadline"] and x["allowed_by"] == ["final-read-deadline"]
+
+
+def test_a_power_loss_within_the_elr_bound_is_no_excuse():
+    """One replica lost power (min ISR 2 allows 1 at once): unflushed data is no excuse, the rule
+    is listed unmatched and the loss is a bug."""
+    h = H().assign(0, [TP]).send(1, TP, "a", 0).send(1, TP, "b", 1)
+    h.nemesis("power-loss", {"nodes": ["n1"]})
+    h.send(1, TP, "c", 1).poll(0, {TP: [[0, "a"], [1, "c"]]})
+    nodes = [ne(0, "n1", "became-leader", tp=TP, epoch=0, from_offset=0, hwm=0, isr=["n1", "n2"]),
+             ne(6100, "n1", "clock", boot_id="b"), ne(6200, "n1", "replica-opened", tp=TP, leo=1, hwm=1),
+             ne(6300, "n1", "became-leader", tp=TP, epoch=1, from_offset=1, hwm=1, isr=["n1"])]
+    result = check(h.events)
+    for exceeded, names in (({}, ["unflushed-power-loss", "none"]), ({TP: [{"node": "n1"}]}, ["unflushed-power-loss"])):
+        result["policy"] = {"durability": {"observed": True, "bound": 1, "peak": {TP: 1}, "exceeded": exceeded}}
+        rules = by_offset(explain(h.events, nodes, result, STRICT), 1)["rules"]
+        assert [r["name"] for r in rules] == names
+        assert rules[0]["matched"] == bool(exceeded) and "n1 came back (power loss)" in rules[0]["evidence"]
+    result["policy"]["durability"]["exceeded"] = {}
+    assert "within min.insync.replicas-1 = 1" in by_offset(explain(h.events, nodes, result, STRICT), 1)["rules"][0][
+        "evidence"]
