@@ -113,7 +113,7 @@ def membership_package() -> FaultPackage:
 
 # stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
 # the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
-STORY_TIERS = {"lrs": 0, "hw-truncation": 0, "leso": 0, "leader-churn": 1, "wipe-follower": 1,
+STORY_TIERS = {"lrs": 0, "hw-truncation": 0, "leso": 0, "wipe-follower": 0, "leader-churn": 1,
                "stale-alter-partition": 1}
 STORY_COLORS = {"lrs": "#B07AD8", "hw-truncation": "#E98A4F", "leso": "#6FB7D9", "wipe-follower": "#8FBF6A",
                 "stale-alter-partition": "#D9C46F", "leader-churn": "#E96F8A"}

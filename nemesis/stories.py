@@ -267,11 +267,11 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     s.wait("f-in-isr", tp, lambda w: f in w.isr, 3)
     s.fault("start-partition", {"drop": {f: [leader, x], leader: [f], x: [f]}})
     s.fault("stop", [leader, x])
-    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 10)
+    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 6)
     s.sleep("leads", 1.0)
     s.fault("stop-partition")
     s.fault("start", [leader, x])
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 6)
 
 
 def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
