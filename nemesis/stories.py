@@ -356,10 +356,11 @@ def _wipe(nemesis: Nemesis, spec: Any) -> dict[str, Any]:
     for n in nodes:
         node = nemesis.cluster.node(n)
         db.kill(node)
+        nemesis.killed.add(n)  # the heal starts it if what follows fails
+        nemesis.paused.discard(n)
         db.wipe(node)
         db.start(node)
-    nemesis.killed -= set(nodes)
-    nemesis.paused -= set(nodes)
+        nemesis.killed.discard(n)
     return {"nodes": nodes}
 
 
