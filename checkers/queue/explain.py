@@ -43,7 +43,9 @@ from typing import Any
 from broker.core.safeguards import REGISTRY
 from checkers.queue.policy import POLICIES
 
-LIMIT = 20
+LIMIT = 20  # stories shown
+SCAN = 200  # offsets whose stories are told (the rest are counted)
+SAME_SHOWN = 50  # offsets listed under a story they share
 TIMELINE_MAX = 14
 KIND_ORDER = ("lost-write", "inconsistent-offsets", "nonmonotonic-poll", "int-nonmonotonic-poll",
               "nonmonotonic-send", "int-nonmonotonic-send", "unseen")
@@ -195,6 +197,9 @@ class Story:
     def __init__(self, node_events: list[dict[str, Any]], faults: list[dict[str, Any]],
                  states: list[tuple[int, dict[str, Any]]]):
         self.events = sorted(node_events, key=lambda e: e.get("time", 0))
+        self.by_tp: dict[Any, list[dict[str, Any]]] = {}
+        for e in self.events:
+            self.by_tp.setdefault(e.get("tp"), []).append(e)
         self.faults = faults
         self.states = states
         self.state_times = [t for t, _ in states]
@@ -210,7 +215,7 @@ class Story:
             v.sort()
 
     def of(self, tp: str, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
-        return [e for e in self.events if e.get("tp") == tp and e["event"] in kinds]
+        return [e for e in self.by_tp.get(tp, ()) if e["event"] in kinds]
 
     def leaders_at(self, tp: str, t: int) -> list[dict[str, Any]]:
         """The `became-leader` events of nodes that believed they led `tp` at time t."""
@@ -274,18 +279,32 @@ def _nodes_of(value: Any) -> list[str]:
 
 # ------------------------------------------------------------------------- one offset
 def explain(events: Iterable[dict[str, Any]], node_events: list[dict[str, Any]], result: dict[str, Any],
-            options: dict[str, Any], *, limit: int = LIMIT) -> dict[str, Any]:
-    """The explanations of a checked run (see the module docstring)."""
+            options: dict[str, Any], *, limit: int = LIMIT, scan: int = SCAN) -> dict[str, Any]:
+    """The explanations of a checked run (see the module docstring): the stories of the first
+    `scan` offsets, offsets with the same story shown as one (`same_story`), at most `limit`."""
     targets, total = targets_of(result)
-    chosen = targets[:limit]
+    chosen = targets[:max(limit, scan)]
     seen = _scan(events, chosen)
     story = Story(node_events, seen.faults, seen.states)
-    explained = [_explain_one(t, seen, story, result, options) for t in chosen]
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    covered = 0
+    for t in chosen:
+        x = _explain_one(t, seen, story, result, options)
+        g = groups.get(_signature(x))
+        if g is None and len(groups) < limit:
+            groups[_signature(x)] = {**x, "same_story": [], "same_story_count": 0}
+        elif g is not None:
+            g["same_story_count"] += 1
+            if len(g["same_story"]) < SAME_SHOWN:
+                g["same_story"].append(x["offset"])
+        else:
+            continue
+        covered += 1
     fat = result.get("first_anomaly_time")
     return {
-        "explained": explained,
-        "counts": {"offsets": total, "explained": len(explained), "not_explained": total - len(explained),
-                   "anomalies": dict(result.get("anomaly_counts") or {})},
+        "explained": list(groups.values()),
+        "counts": {"offsets": total, "explained": covered, "not_explained": total - covered,
+                   "stories": len(groups), "anomalies": dict(result.get("anomaly_counts") or {})},
         "first_anomaly_time": None if fat is None else round(fat / 1e9, 3),
         "sources": {"node_events": len(node_events), "cluster_states": len(seen.states),
                     "faults": len(seen.faults)},
@@ -305,6 +324,15 @@ class _Facts:
     @property
     def restarts(self) -> list[dict[str, Any]]:
         return [x for x in self.truncs if x["reason"] in ("restart", "power loss")]
+
+
+def _signature(x: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two offsets' stories the same: key, types, acknowledging node and epoch, the
+    losing election, each node's first truncation, the rules matched."""
+    ack, lost = x["ack"] or {}, x["elected_without"] or {}
+    cuts = tuple(sorted({(r["node"], r["reason"]) for r in x["truncated_by"]}))
+    return (x["key"], tuple(x["anomalies"]), ack.get("node"), ack.get("epoch"), lost.get("node"), lost.get("epoch"),
+            cuts, tuple(r["name"] for r in x["rules"] if r["matched"]))
 
 
 def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
@@ -393,8 +421,8 @@ def _truncations(t: Target, story: Story, t0: int, ack: dict[str, Any] | None) -
     out = []
     held = {ack["node"]} if ack and ack.get("node") else set()
     held |= {c["node"] for c in (ack or {}).get("candidates") or []}
-    for e in story.events:
-        if e.get("tp") != t.key or e["time"] <= t0:
+    for e in story.by_tp.get(t.key, ()):
+        if e["time"] <= t0:
             continue
         ev = e["event"]
         if ev == "truncated" and e.get("to", 0) <= o < e.get("from_leo", -1):
@@ -436,7 +464,7 @@ def _rules(f: _Facts, options: dict[str, Any], policies: list[str],
     out += [_rule(n, "safeguard", _sg_text(n), _sg_evidence(n, f)) for n in off if n != "clean-election-only"]
     if not off and not any(r["matched"] for r in out):
         out.append(_rule("none", "none", NO_RULE, _lost_elsewhere(f) or "the acknowledged record is gone"))
-    return out
+    return sorted(out, key=lambda r: not r["matched"])
 
 
 def _config_rules(f: _Facts, options: dict[str, Any], policies: list[str], off: list[str],

@@ -91,7 +91,7 @@ def test_results_and_report_explain_the_lost_offset(tmp_path):
     sec = html[html.index('<section id="explanations">'):html.index('<section id="policy">')]
     assert "queue0-0 offset 1" in sec and "n1 truncated its log of queue0-0 from 3 to 1 (diverging-epoch)" in sec
     assert "became leader of queue0-0 in epoch 1 (a clean election from the ISR)" in sec
-    assert "by the monotonic clock" in sec and "<b>v</b>" not in sec and "&lt;b&gt;v&lt;/b&gt;" in sec
+    assert "by the monotonic clock" in sec and "distinct stor" in sec and "<b>v</b>" not in sec and "&lt;b&gt;v&lt;/b&gt;" in sec
     assert html.index('id="anomalies"') < html.index('id="explanations"')
 
 

@@ -165,18 +165,23 @@ def test_a_power_loss_that_shortened_the_acknowledging_leaders_log():
     assert rules["elr"]["matched"] and "Last Replica Standing" in rules["elr"]["evidence"]
 
 
-def test_at_most_limit_offsets_are_explained_round_robin_and_the_rest_counted():
-    h = H().assign(0, [TP])
-    for i in range(30):
-        h.send(1, TP, f"v{i}", i)
-    h.poll(0, {TP: [[29, "v29"]]})
-    h.send(1, "u-0", "w", 0)  # never read: unseen
+def test_offsets_with_one_story_are_told_once_and_at_most_limit_stories():
+    h = H()
+    for i in range(20):  # 20 keys, one lost write each: 20 different stories
+        h.send(1, f"k-{i}", "a", 0).send(1, f"k-{i}", "b", 1).poll(0, {f"k-{i}": [[1, "b"]]})
+    for i in range(2, 12):  # ten more lost writes of k-0: the same story as offset 0's
+        h.send(1, "k-0", f"v{i}", i)
+    h.poll(0, {"k-0": [[12, "w"]]}).send(1, "k-0", "w", 12)
     result = check(h.events, policies=["acks1"])
     out = explain(h.events, [], result, ACKS1, limit=5)
-    assert out["counts"]["explained"] == 5
-    assert out["counts"]["offsets"] == out["counts"]["explained"] + out["counts"]["not_explained"] == 30
-    assert {k for x in out["explained"] for k in x["anomalies"]} == {"lost-write", "unseen"}
+    assert out["counts"]["stories"] == len(out["explained"]) == 5
+    assert out["counts"]["offsets"] == 30 and out["counts"]["explained"] == 5 + 10
+    assert out["counts"]["explained"] + out["counts"]["not_explained"] == 30
+    (k0,) = [x for x in out["explained"] if x["key"] == "k-0"]
+    assert k0["offset"] == 0 and k0["same_story"] == list(range(2, 12)) and k0["same_story_count"] == 10
     assert out["counts"]["anomalies"] == result["anomaly_counts"]
+    few = explain(h.events, [], result, ACKS1, limit=2, scan=3)  # offsets 0, 2, 3 of k-0: one story
+    assert few["counts"]["explained"] == 3 and few["counts"]["not_explained"] == 27
 
 
 @settings(max_examples=40, deadline=None)
@@ -186,10 +191,13 @@ def test_every_explained_offset_is_cited_and_the_output_is_bounded(seed, plant, 
     result = check(events, policies=["acks1"])
     out = explain(events, [], result, ACKS1, limit=limit)
     targets, total = targets_of(result)
-    assert len(out["explained"]) == min(limit, total)
+    assert len(out["explained"]) == out["counts"]["stories"] <= limit
+    assert out["counts"]["explained"] + out["counts"]["not_explained"] == out["counts"]["offsets"] == total
+    assert out["counts"]["explained"] == sum(1 + x["same_story_count"] for x in out["explained"])
     cited = {(t.key, t.offset) for t in targets} | {(t.key, t.value) for t in targets}
     for x in out["explained"]:
         assert (x["key"], x["offset"]) in cited or (x["key"], x["value"]) in cited
+        assert all((x["key"], o) in cited for o in x["same_story"])
         assert x["summary"] and x["rules"]
         assert len(x["timeline"]) <= 14
     json.dumps(out)
@@ -214,11 +222,10 @@ def test_a_power_loss_within_the_elr_bound_is_no_excuse():
              ne(6100, "n1", "clock", boot_id="b"), ne(6200, "n1", "replica-opened", tp=TP, leo=1, hwm=1),
              ne(6300, "n1", "became-leader", tp=TP, epoch=1, from_offset=1, hwm=1, isr=["n1"])]
     result = check(h.events)
-    for exceeded, names in (({}, ["unflushed-power-loss", "none"]), ({TP: [{"node": "n1"}]}, ["unflushed-power-loss"])):
+    for exceeded, names in (({}, ["none", "unflushed-power-loss"]), ({TP: [{"node": "n1"}]}, ["unflushed-power-loss"])):
         result["policy"] = {"durability": {"observed": True, "bound": 1, "peak": {TP: 1}, "exceeded": exceeded}}
         rules = by_offset(explain(h.events, nodes, result, STRICT), 1)["rules"]
-        assert [r["name"] for r in rules] == names
-        assert rules[0]["matched"] == bool(exceeded) and "n1 came back (power loss)" in rules[0]["evidence"]
-    result["policy"]["durability"]["exceeded"] = {}
-    assert "within min.insync.replicas-1 = 1" in by_offset(explain(h.events, nodes, result, STRICT), 1)["rules"][0][
-        "evidence"]
+        assert [r["name"] for r in rules] == names  # matched rules first
+        pl = rules[-1]
+        assert pl["matched"] == bool(exceeded) and "n1 came back (power loss)" in pl["evidence"]
+        assert ("within min.insync.replicas-1 = 1" in pl["evidence"]) != bool(exceeded)
