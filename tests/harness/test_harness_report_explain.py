@@ -113,7 +113,7 @@ def test_the_explanations_render_in_chromium(tmp_path, headless_chromium):
     url = (run / "report.html").resolve().as_uri()
     dom = headless_chromium("--window-size=1400,3000", "--dump-dom", "--virtual-time-budget=5000", url).stdout
     assert 'id="explanations"' in dom and "Why the offsets were lost" in dom
-    assert "First anomaly witnessed" in dom and "n2 became leader of queue0-0 in epoch 1" in dom
+    assert "Time to the first anomaly" in dom and "n2 became leader of queue0-0 in epoch 1" in dom
     shot = tmp_path / "shot.png"
     headless_chromium("--window-size=1400,3000", f"--screenshot={shot}", url)
     from PIL import Image
@@ -136,7 +136,7 @@ def test_a_failed_or_ambiguous_explanation_still_renders(tmp_path):
                {"explained": [amb], "counts": {"offsets": 1, "explained": 1, "not_explained": 0}, "clock": "none"}):
         html = render_report(RunData(test={"name": "t"}, results={"valid": False, "anomaly_types": ["lost-write"],
                                                                    "explanations": ex, "first_anomaly_time": 10**9}))
-        assert 'id="explanations"' in html and "1.00 s</strong> after the workload started" in html
+        assert 'id="explanations"' in html and "1.00 s</strong> after the workload started (the earliest op" in html
     assert "The explanation failed: ValueError: boom" in render_report(RunData(
         test={"name": "t"}, results={"valid": False, "explanations": {"error": "ValueError: boom"}}))
     assert "n1 or n2 acknowledged offset 4" in html and "but none were found" in html
