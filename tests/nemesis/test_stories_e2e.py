@@ -31,7 +31,7 @@ MUST = {
     "lrs": ["roles", "isr-is-leader", "healed"],
     "hw-truncation": ["roles", "b-elected", "c-elected", "healed"],
     "leso": ["roles", "c-out-of-isr", "b-elected", "healed"],
-    "wipe-follower": ["roles", "f-out-of-isr", "f-re-registers", "healed"],
+    "wipe-follower": ["roles", "f-out-of-isr", "f-catches-up", "f-re-registers", "healed"],
     "stale-alter-partition": ["roles", "a-out-of-isr", "b-out-of-isr", "new-leader", "healed"],
     "leader-churn": ["roles", "leader-2", "leader-3", "leader-4", "healed"],
 }
