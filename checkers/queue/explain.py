@@ -284,7 +284,7 @@ def explain(events: Iterable[dict[str, Any]], node_events: list[dict[str, Any]],
     `scan` offsets, offsets with the same story shown as one (`same_story`), at most `limit`."""
     targets, total = targets_of(result)
     chosen = targets[:max(limit, scan)]
-    seen = _scan(events, chosen)
+    seen = _scan(events, chosen) if chosen else _Seen()  # nothing to explain: the history is not read
     story = Story(node_events, seen.faults, seen.states)
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     covered = 0

@@ -229,3 +229,16 @@ def test_a_power_loss_within_the_elr_bound_is_no_excuse():
         pl = rules[-1]
         assert pl["matched"] == bool(exceeded) and "n1 came back (power loss)" in pl["evidence"]
         assert ("within min.insync.replicas-1 = 1" in pl["evidence"]) != bool(exceeded)
+
+
+def test_anomalies_without_an_offset_to_explain_do_not_read_the_history():
+    h = H().assign(0, [TP]).send(1, TP, "a", 0).poll(0, {TP: [[0, "a"], [1, "a"]]})
+    result = check(h.events)
+    assert result["anomaly_types"] == ["duplicate"]
+
+    def no_history():
+        raise AssertionError("read the history")
+        yield
+
+    out = explain(no_history(), [], result, STRICT)
+    assert out["explained"] == [] and out["counts"]["offsets"] == 0
