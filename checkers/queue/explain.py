@@ -342,7 +342,8 @@ def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
     if t.offset is None and ack is not None:
         t.offset = ack.offset
     t0 = ack.time if ack else min((seen.op_time[i] for i in t.ops if i in seen.op_time), default=0)
-    ack_info = _ack_info(t, ack, story) if ack else None
+    acks_all = str(options.get("acks", "all")).lower() in ("all", "-1")
+    ack_info = _ack_info(t, ack, story, acks_all) if ack else None
     elections = story.elections(t.key, t0)
     lost_by = next((e for e in elections if t.offset is not None and e.get("from_offset") is not None
                     and e["from_offset"] <= t.offset), None)
@@ -383,16 +384,12 @@ def _acks_of(t: Target, acks: list[Ack]) -> list[Ack]:
     return first + [a for a in same if not first or a is not first[0]]
 
 
-def _ack_info(t: Target, ack: Ack, story: Story) -> dict[str, Any]:
+def _ack_info(t: Target, ack: Ack, story: Story, acks_all: bool) -> dict[str, Any]:
     leaders = story.leaders_at(t.key, ack.time)
+    believed = leaders
     source = "node logs" if leaders else None
-    if len(leaders) > 1 and t.offset is not None:  # both believed they led: the one that later lost it
-        losers = {x["node"] for x in story.of(t.key, ("truncated",))
-                  if x["time"] > ack.time and x.get("to", 0) <= t.offset < x.get("from_leo", -1)}
-        newer = [e for e in leaders if e.get("from_offset") is None or e["from_offset"] <= t.offset]
-        pick = [e for e in newer if e["node"] in losers] or newer
-        if len(pick) < len(leaders) and pick:
-            leaders = pick
+    if len(leaders) > 1 and t.offset is not None:
+        leaders = _who_acked(t, ack, story, leaders, acks_all)
     node = leaders[0]["node"] if len(leaders) == 1 else None
     epoch = leaders[0].get("epoch") if len(leaders) == 1 else None
     if not leaders:
@@ -400,8 +397,26 @@ def _ack_info(t: Target, ack: Ack, story: Story) -> dict[str, Any]:
         if st and st.get("leader"):
             node, source = st["leader"], "cluster state"
     return {"op": ack.op, "process": ack.process, "time": _s(ack.time), "node": node, "epoch": epoch,
-            "candidates": [{"node": e["node"], "epoch": e.get("epoch")} for e in leaders] if len(leaders) > 1 else [],
+            "candidates": [{"node": e["node"], "epoch": e.get("epoch")} for e in believed] if len(believed) > 1 else [],
             "source": source, "isr": story.isr_at(t.key, ack.time)}
+
+
+def _who_acked(t: Target, ack: Ack, story: Story, leaders: list[dict[str, Any]],
+               acks_all: bool) -> list[dict[str, Any]]:
+    """Of several nodes that believed they led at the ack (an old leader cut off from the
+    controller still leads in its own view), those that may have acknowledged it: one whose
+    epoch started at or below the offset; then, for a record that was lost or with acks=1
+    (an old leader acknowledges alone), the one that later truncated the offset; else
+    (acks=all: the old leader cannot reach an ISR) the newest epoch."""
+    o = t.offset
+    assert o is not None
+    newer = [e for e in leaders if e.get("from_offset") is None or e["from_offset"] <= o] or leaders
+    if {"lost-write", "unseen"} & set(t.kinds) or not acks_all:
+        losers = {x["node"] for x in story.of(t.key, ("truncated",))
+                  if x["time"] > ack.time and x.get("to", 0) <= o < x.get("from_leo", -1)}
+        return [e for e in newer if e["node"] in losers] or newer
+    top = max(e.get("epoch") or -1 for e in newer)
+    return [e for e in newer if (e.get("epoch") or -1) == top]
 
 
 def _one_leader(story: Story, tp: str, t: int) -> str | None:

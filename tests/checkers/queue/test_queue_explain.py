@@ -242,3 +242,27 @@ def test_anomalies_without_an_offset_to_explain_do_not_read_the_history():
 
     out = explain(no_history(), [], result, STRICT)
     assert out["explained"] == [] and out["counts"]["offsets"] == 0
+
+
+def test_with_acks_all_the_newest_of_two_believed_leaders_acknowledged():
+    """n1, cut off, still leads epoch 0 in its own view and appends b at offset 1 (never
+    acknowledged: it reaches no ISR); n2 leads epoch 1 and acknowledges x at offset 1; n1 later
+    truncates 2 -> 1. With acks=all x's ack is n2's, though n1 is the one that truncated."""
+    h = H().assign(0, [TP]).send(1, TP, "a", 0)               # 0..3
+    h.nemesis("start-partition", {"grudge": {"n1": ["n2", "n3"]}})  # 4
+    h.send(1, TP, "b", None, "info")                          # 5, 6
+    h.send(2, TP, "x", 1)                                     # 7, 8
+    h.poll(0, {TP: [[0, "a"], [1, "b"]]})                     # 9, 10: a bug shows b
+    h.poll(3, {TP: [[1, "x"]]})                               # 11, 12
+    nodes = [
+        ne(0, "n1", "became-leader", tp=TP, epoch=0, from_offset=0, hwm=0, isr=["n1", "n2", "n3"]),
+        ne(4500, "n2", "became-leader", tp=TP, epoch=1, from_offset=1, hwm=1, isr=["n2", "n3"]),
+        ne(12500, "n1", "became-follower", tp=TP, epoch=1, leader="n2", leo=2, hwm=1),
+        ne(12600, "n1", "truncated", tp=TP, epoch=1, role="follower", from_leo=2, to=1, reason="diverging-epoch"),
+    ]
+    result = check(h.events)
+    assert "inconsistent-offsets" in result["anomaly_types"]
+    x = by_offset(explain(h.events, nodes, result, STRICT), 1)
+    assert x["ack"]["node"] == "n2" and x["ack"]["epoch"] == 1 and x["value"] == "x"
+    assert {c["node"] for c in x["ack"]["candidates"]} == {"n1", "n2"}
+    assert by_offset(explain(h.events, nodes, result, ACKS1), 1)["ack"]["node"] == "n1"  # acks=1: who lost it
