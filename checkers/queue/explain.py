@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker.core.safeguards import REGISTRY
-from checkers.queue.policy import POLICIES
+from checkers.queue.policy import POLICIES, type_order
 
 LIMIT = 20  # stories shown
 SCAN = 200  # offsets whose stories are told (the rest are counted)
@@ -356,7 +356,7 @@ def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
     policies = result.get("policies") or []
     out = {
         "key": t.key, "offset": t.offset, "value": t.value if t.value is not None else (ack.value if ack else None),
-        "anomalies": t.kinds, "not_allowed": [k for k in t.kinds if k not in allowed],
+        "anomalies": sorted(t.kinds, key=type_order), "not_allowed": [k for k in t.kinds if k not in allowed],
         "allowed_by": sorted({p for k in t.kinds for p in policies if k in POLICIES.get(p, ())}),
         "ops": t.ops[:8], "ack": ack_info, "elected_without": _el_dict(lost_by),
         "truncated_by": [{**x, "time": _s(x["time"])} for x in f.truncs],
