@@ -32,7 +32,7 @@ MUST = {
     "hw-truncation": ["roles", "b-elected", "c-elected", "healed"],
     "leso": ["roles", "c-out-of-isr", "b-elected", "healed"],
     "wipe-follower": ["roles", "f-out-of-isr", "f-catches-up", "f-re-registers", "healed"],
-    "stale-alter-partition": ["roles", "a-out-of-isr", "b-out-of-isr", "new-leader", "healed"],
+    "stale-alter-partition": ["roles", "b-out-of-isr", "healed"],
     "leader-churn": ["roles", "leader-2", "leader-3", "leader-4", "healed"],
 }
 
@@ -75,8 +75,9 @@ def cluster(tmp_path_factory):
 
 
 def produce(bootstrap: str, stop: threading.Event) -> None:
-    """acks=all sends to every partition, about 200/s, until `stop` (the stories need traffic
-    to move high watermarks; what happens to the sends is not this test's business)."""
+    """acks=all sends to every partition, up to about 1,000/s, until `stop` (the stories need
+    traffic: a follower that restarts must fall behind; what happens to the sends is not this
+    test's business)."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 0, "linger.ms": 5,
@@ -86,7 +87,7 @@ def produce(bootstrap: str, stop: threading.Event) -> None:
         p.produce(TOPIC, str(i).encode(), partition=i % PARTITIONS)
         p.poll(0)
         i += 1
-        time.sleep(0.005)
+        time.sleep(0.001)
     p.flush(10)
 
 
