@@ -14,7 +14,9 @@ Node names are the cluster's (broker ids are mapped by address, as `nemesis.targ
 an id once seen keeps its name, so a fenced broker that the metadata no longer lists is still
 named; an id never seen is `broker:<id>`); keys are the workloads' `topic-partition`
 (`workloads.base.key_of`); internal topics (`__*`) are left out. A leader or controller of -1
-is null; ISR and replica lists are in the metadata's order.
+is null; ISR and replica lists are in the metadata's order. The controller is the metadata
+source's (the runner's `KafkaMetadata(active_controller=db.active_controller)` names the
+DB's active controller: a KRaft-style Metadata answer names the answering broker).
 
 What it sees is one broker's metadata cache (librdkafka asks a broker it is connected to): a
 broker cut off from the controller answers from a stale cache, so an observation may lag
