@@ -12,7 +12,7 @@ leaders, found through the cluster's metadata at the moment of the fault:
 - the fault stories of `nemesis.stories` (lrs, hw-truncation, leso, wipe-follower,
   stale-alter-partition, leader-churn), each aimed at one of the workload's partitions.
 
-`mix` (the default `--nemesis`) is `DEFAULT_MIX`: the stories with the generic packages,
+`mix` (the default `--nemesis`) is `DEFAULT_MIX`: four stories with the generic packages,
 played by `nemesis.schedule.rotation` (each package in turn, a random order per round,
 about a quarter of the time fault-free) instead of `combined`'s random flip-flops.
 
@@ -31,8 +31,10 @@ from harness.history import NEMESIS
 
 HEAL_F = "heal"
 MIX = "mix"
-DEFAULT_MIX = ("lrs", "hw-truncation", "leso", "leader-churn", "wipe-follower", "stale-alter-partition",
-               "kill-leader", "partition", "kill")
+# the stories that reach their trigger on wrack-broker, then generic faults; leader-churn and
+# stale-alter-partition are left out (docs/nemesis.md "Fault stories": no bug found with them
+# alone, and leader-churn left partitions without a full ISR 30 s after the heal)
+DEFAULT_MIX = ("lrs", "hw-truncation", "leso", "wipe-follower", "kill-leader", "partition", "kill")
 
 
 def expand(names: Sequence[str]) -> list[str]:

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from harness.faults import DEFAULT_MIX, MIX, ScheduleGenerator, expand, fault_packages, rotates
+from harness.faults import (
+    DEFAULT_MIX,
+    MIX,
+    ScheduleGenerator,
+    expand,
+    fault_packages,
+    known_packages,
+    rotates,
+)
 from harness.generator import NEMESIS_THREAD, Context
 from nemesis import stories
 from nemesis.core import FaultOp, Nemesis
@@ -31,7 +39,8 @@ def test_mix_expands_to_the_stories_and_generic_packages():
     assert expand(["kill", MIX]) == ["kill", *[n for n in DEFAULT_MIX if n != "kill"]]
     assert rotates([MIX]) and not rotates(["partition", "kill"])
     names = [p.name for p in fault_packages([MIX], TOPICS)]
-    assert set(stories.STORIES) <= set(names) and {"partition", "kill"} <= set(names)
+    assert {"lrs", "hw-truncation", "leso", "wipe-follower", "partition", "kill"} <= set(names)
+    assert set(stories.STORIES) <= set(known_packages(TOPICS))  # every story by name
     with pytest.raises(ValueError, match="unknown nemesis nope"):
         fault_packages(["nope"], TOPICS)
 
