@@ -7,7 +7,8 @@ kafka-python (the alternative), one producer + one consumer per process.
   acknowledgement; raises `ClientError(code)` (classified by `workloads.errors`), code None
   when nothing came back in time;
 - `assign({(topic, partition): offset | None})`: consume exactly these partitions from
-  these offsets (None: from the beginning);
+  these offsets (None: from the beginning; confluent assigns offset 0, never the logical
+  OFFSET_BEGINNING, see `ConfluentIO.assign`);
 - `poll(timeout, max_records) -> [(topic, partition, offset, value)]`, raising
   `ClientError` on a consumer error;
 - `high_watermark(topic, partition) -> int` (the next offset a consumer can read to);
@@ -116,10 +117,14 @@ class ConfluentIO:
         return int(box["offset"])
 
     def assign(self, positions: Mapping[TP, int | None]) -> None:
+        """Explicit offsets only: None is offset 0 (a log that starts later answers
+        OFFSET_OUT_OF_RANGE, and auto.offset.reset=earliest moves the consumer to its start).
+        Never OFFSET_BEGINNING: librdkafka looks a logical offset up with ListOffsets, and
+        when a re-assign makes that answer outdated it arms a 500 ms retry that a later
+        assign does not cancel; it then sends the partition back to offset 0 however far it
+        was read (tests/broker/test_broker_consumer_reassign.py)."""
         ck = self._ck
-        tps = [ck.TopicPartition(t, p, ck.OFFSET_BEGINNING if o is None else o)
-               for (t, p), o in positions.items()]
-        self.consumer.assign(tps)
+        self.consumer.assign([ck.TopicPartition(t, p, 0 if o is None else o) for (t, p), o in positions.items()])
 
     def poll(self, timeout: float, max_records: int = 500) -> list[tuple[str, int, int, int]]:
         msgs = self.consumer.consume(num_messages=max_records, timeout=timeout)
