@@ -130,19 +130,16 @@ class Nemesis:
         return [n.name for n in self.cluster.nodes]
 
     def targets(self, spec: Any) -> list[str]:
-        """The nodes `spec` selects among the cluster's nodes (less those membership removed).
-        `{"role": "controller"}` is the controller's node when the DB names a single one
-        (`db.opts.controllers` == 1: the first node): a KRaft-style broker's Metadata answer
-        names the answering broker as controller, not the controller."""
+        """The nodes `spec` selects among the cluster's nodes (less those membership removed)."""
         addrs = {n.name: n.address for n in self.cluster.nodes}
         names = [n for n in self.names if n not in self.removed]
-        if spec == {"role": "controller"} and len(self.controller_nodes()) == 1:
-            return self.controller_nodes()
         return resolve(spec, names, self.rng, addresses=addrs, metadata=self.metadata)
 
     def controller_nodes(self) -> list[str]:
         """The nodes that run the controller (the DB's first `opts.controllers` nodes), or []
-        when the DB does not say."""
+        when the DB does not say. (A broker's Metadata answer names itself as controller:
+        `KafkaMetadata(active_controller=db.active_controller)` corrects role targets; the
+        fault stories, which read one broker's answer directly, use this.)"""
         k = getattr(getattr(self.db, "opts", None), "controllers", None)
         return self.names[: max(1, k)] if isinstance(k, int) else []
 

@@ -49,7 +49,7 @@ def cluster(tmp_path_factory):
         c = make(5)
         db = BrokerDB(c, BrokerOptions(command=[BROKER], extra={"unclean.leader.election.enable": "false"}))
         hist = HistoryWriter(tmp / "history.jsonl")
-        md = KafkaMetadata(db.bootstrap_servers())
+        md = KafkaMetadata(db.bootstrap_servers(), active_controller=db.active_controller)
         nem = Nemesis(c, db, hist, rng=random.Random(7), metadata=md)
         pick = lambda rng: [(TOPIC, p) for p in range(PARTITIONS)]  # noqa: E731
         prepare(nem, [story_package(name, pick) for name in MUST])
