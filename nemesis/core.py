@@ -95,6 +95,7 @@ class Nemesis:
         }
         self.heals: list[tuple[str, Callable[[], Any]]] = []
         self.recorded_as: dict[str, str] = {}  # op f -> the f its event is recorded under
+        self.last_lossy: float | None = None  # time.monotonic() of the last fault a story made lossy
 
     # ----------------------------------------------------------------- registry
 

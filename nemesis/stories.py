@@ -31,6 +31,7 @@ from nemesis.targets import PartitionView, node_metadata, partition_view
 TP = tuple[str, int]
 POLL_S = 0.2
 TIME_SCALE = 1.0  # multiplies every wait's bound (tests of the step logic shrink it)
+LOSSY_GAP_S = 12.5  # a lossy fault waits this long after the previous one (harness.lossy's 12 s rule)
 LARGE_BYTES = 300  # packets this long carry records; requests, empty answers and pings are shorter
 
 
@@ -117,6 +118,23 @@ class Story:
             self.paused = [n for n in self.paused if n not in ev["value"]["nodes"]]
         return ev
 
+    def space_lossy(self) -> None:
+        """Before a story that will lose a replica's data (power loss, wipe): wait until
+        `LOSSY_GAP_S` have passed since the previous such fault. The expected-anomaly policy
+        counts a replica as lost until it is back in the ISR, and one never seen out of it for
+        12 s; two stories' losses closer than that are concurrent for it, and would excuse a
+        loss of the safeguards' making."""
+        last = self.nem.last_lossy
+        if last is not None and time.monotonic() - last < LOSSY_GAP_S * TIME_SCALE:
+            self.sleep("lossy-spacing", LOSSY_GAP_S * TIME_SCALE - (time.monotonic() - last))
+
+    def lossy(self, f: str, value: Any) -> dict[str, Any]:
+        """A fault that loses a replica's data; its time is kept for `space_lossy`."""
+        try:
+            return self.fault(f, value)
+        finally:
+            self.nem.last_lossy = time.monotonic()
+
     def crash_restart(self, node: str) -> None:
         """SIGKILL and start again at once: the controller fences the old incarnation when the
         new one registers (an election follows without waiting for the session timeout)."""
@@ -169,13 +187,14 @@ def lrs(s: Story, candidates: Sequence[TP]) -> None:
     unsynced writes are gone), heal. With the ELR the controller elects a follower from the
     ELR; without it the leader is re-elected with what it kept and the followers truncate.
     With unclean election on and the ELR members away, the leader is elected uncleanly."""
+    s.space_lossy()
     tp, v = s.choose(candidates, 1)
     leader, followers = v.leader, v.followers
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
     s.fault("start-partition", {"isolate": followers})
     if s.wait("isr-is-leader", tp, lambda w: w.isr == [leader], 20) is None:
         return
-    s.fault("power-loss", {"nodes": [leader], "torn": False})
+    s.lossy("power-loss", {"nodes": [leader], "torn": False})
     s.wait("leader-after-loss", tp, lambda w: w.leader is not None, 6)
     s.fault("stop-partition")
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
@@ -246,6 +265,7 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     controller after F's new registration: only the broker-epoch check keeps the empty F
     out of the ISR. F is cut off from the other replicas, which shut down: the controller
     elects F if it is in the ISR."""
+    s.space_lossy()
     tp, v = s.choose(candidates, 2)
     leader, (x, f), ctl = v.leader, v.followers[:2], v.controller
     if ctl is None or ctl in v.replicas:
@@ -260,7 +280,7 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("start-partition", {"drop": {leader: [ctl], ctl: [leader]}})  # cut; F may catch up now
     s.sleep("f-catches-up", 2.0)
     s.fault("start-partition", {**lag, "keep": True})
-    s.fault("wipe", [f])
+    s.lossy("wipe", [f])
     s.sleep("f-re-registers", 2.0)
     s.fault("start-partition", lag)  # the leader reaches the controller again: its proposal goes out
     s.wait("f-in-isr", tp, lambda w: f in w.isr, 3)

@@ -297,3 +297,16 @@ def test_rotation_plays_stories_first_in_each_round():
     n = len(pkgs)
     for r in range(0, len(starts) - n, n):
         assert set(starts[r:r + len(story_names)]) == story_names
+
+
+def test_lossy_stories_keep_their_losses_apart():
+    m = Model()
+    nem, ev = model_nemesis(m)
+
+    def spacings() -> list[float]:
+        return [e["value"]["waited_s"] for e in ev if e["f"] == "story-step" and e["value"]["step"] == "lossy-spacing"]
+
+    nem.invoke(FaultOp("lrs"))
+    assert nem.last_lossy is not None and spacings() == []  # the first loss waits for nothing
+    nem.invoke(FaultOp("lrs"))  # right after: waits until LOSSY_GAP_S after the previous loss
+    assert len(spacings()) == 1 and 0 < spacings()[0] <= stories.LOSSY_GAP_S * stories.TIME_SCALE
