@@ -83,6 +83,9 @@ class BrokerSettings:
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     socket_connection_setup_timeout_ms: int = 10000
     link_timeout_ms: int = 3000
+    # liveness tests only: a broker started again on a data dir it started from before never
+    # registers (never serves again), a cluster that cannot recover (checkers.liveness)
+    test_never_serve_after_restart: bool = False
     unclean_leader_election_enable: bool = False
     unclean_recovery_strategy: str = "balanced"
     safeguards_off: frozenset[str] = frozenset()
@@ -311,6 +314,7 @@ _SHELL: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", _POS),
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _POS),
     "wrack.link.timeout.ms": ("link_timeout_ms", _int(100, 2**31 - 1)),
+    "wrack.test.never.serve.after.restart": ("test_never_serve_after_restart", _bool),
     "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
     "unclean.recovery.strategy": ("unclean_recovery_strategy", _strategy),
     "wrack.safeguards.off": ("safeguards_off", _safeguards),

@@ -374,7 +374,8 @@ class QueueWorkload(BaseWorkload):
             tracker.restart_reads()
             return None
 
-        probe = gen.time_limit(self.opts.recovery_time_limit, consuming(RecoveryProbe(self.keys, self.values)))
+        # every client thread probes (send lanes too): each key is tried at once, not in turn
+        probe = gen.time_limit(self.opts.recovery_time_limit, RecoveryProbe(self.keys, self.values))
         reads = gen.time_limit(self.opts.final_time_limit, consuming(gen.each_process(per_thread)))
         return gen.concat(gen.Fn(forget_reads), probe, reads)
 

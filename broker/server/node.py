@@ -269,7 +269,7 @@ class Node:
             self._apply(CONTROLLER, self.controller.start(now))
             if self.broker is not None:  # our broker's previous incarnation died with this process
                 self._apply(CONTROLLER, self.controller.expire_session(self.node_id, now))
-        if self.broker is not None:
+        if self.broker is not None and not self._never_serve_again():
             self._apply(BROKER, self.broker.start(now))
         self._drain()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -278,6 +278,19 @@ class Node:
             "node %d started: roles %s, listeners %s", s.node_id, ",".join(sorted(s.process_roles)),
             ", ".join(f"{li.name}://{li.host}:{li.port}" for li in s.listeners),
         )
+
+    def _never_serve_again(self) -> bool:
+        """`wrack.test.never.serve.after.restart` (liveness tests only): the broker's first
+        start leaves a marker in its first log dir; a later start finds it and never
+        registers, so it never serves again."""
+        if not self.s.test_never_serve_after_restart:
+            return False
+        marker = Path(self.s.log_dirs[0]) / ".wrack-started-once"
+        if marker.exists():
+            self.log.warning("wrack.test.never.serve.after.restart: started before, never registering")
+            return True
+        marker.touch()
+        return False
 
     async def _listen(self) -> None:
         """Bind every listener now (a taken port is a startup error); serve the controller

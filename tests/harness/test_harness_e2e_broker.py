@@ -58,6 +58,9 @@ def test_safe_configuration_is_valid_under_partitions_and_kills(tmp_path):
     res = json.loads((run / "results.json").read_text())
     assert rc == 0 and line["verdict"] == "valid", res.get("anomaly_types")
     assert res["policy"]["name"] == "strict" and res["allowed"] == []
+    live = res["liveness"]  # every key took a write and a read again after the final heal
+    assert live["valid"] is True and len(live["recovered_keys"]) == 4
+    assert live["availability"]["outside_faults"]["sends"]["completed"] > 0
     assert ok_ops(run, "send") >= 50 and ok_ops(run, "poll") >= 20
     nem = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines() if '"nemesis"' in x]
     assert {e["f"] for e in nem} & {"start-partition", "kill"}, "no fault was injected"
@@ -149,3 +152,19 @@ def test_clock_skew_is_recorded_plotted_and_valid(tmp_path):
     logs = (run / "nodes" / "n1" / "broker.log").read_text()
     assert logs.strip(), "the broker under the preload wrote no log"
 
+
+
+def test_a_cluster_that_cannot_recover_is_invalid_with_no_recovery(tmp_path):
+    # one node whose broker, once restarted, never serves again (a test-only switch): after
+    # the final heal no key takes a write, so the run is invalid whatever the policy allows
+    exe = str(Path(wrack_bin()).parent / "wrack-broker")
+    rc, line, run = wrack_test(tmp_path, "--nodes", "1", "--rf", "1", "--min-isr", "1", "--topics", "1",
+                               "--nemesis", "restart", "--nemesis-interval", "4", "--time-limit", "8",
+                               "--recovery-time-limit", "4", "--final-time-limit", "2", "--seed", "3",
+                               "--broker-command", f"{exe} --override wrack.test.never.serve.after.restart=true")
+    res = json.loads((run / "results.json").read_text())
+    assert rc == 1 and line["verdict"] == "invalid" and "no-recovery" in res["anomaly_types"]
+    assert {a["key"] for a in res["anomalies"]["no-recovery"]} == {"queue0-0", "queue0-1"}
+    assert all(a["sends_tried"] > 0 for a in res["anomalies"]["no-recovery"])
+    assert res["liveness"]["valid"] is False and res["liveness"]["recovered_keys"] == []
+    assert "Did not recover" in (run / "report.html").read_text()

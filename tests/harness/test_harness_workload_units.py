@@ -301,5 +301,6 @@ def test_the_final_read_back_reads_again_on_consuming_threads_only():
 
     h = simulate(g.on_update(wl.observe, wl.final_generator()), 5, complete=complete)
     invokes = [e for e in h if e["type"] == "invoke"]
-    assert {e["process"] for e in invokes} == {0, 1}
+    assert {e["process"] for e in invokes if e["f"] != "send"} == {0, 1}  # reads: consuming threads only
+    assert all(e["f"] in ("send", "assign", "poll") for e in invokes)  # the probe's sends may go anywhere
     assert sum(e["f"] == "poll" for e in invokes) >= 2 and wl.summary()["final_read_complete"]
