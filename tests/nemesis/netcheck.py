@@ -50,8 +50,12 @@ def reachability(cluster) -> set[tuple[str, str]]:
 
     def one(n):
         targets = {m.name: m.address for m in cluster.nodes if m.name != n.name}
-        out = n.exec(["python3", "-c", _PROBE, json.dumps(targets)], timeout=30).stdout
-        return {(n.name, dst) for dst, ok in json.loads(out).items() if ok}
+        for _ in range(3):  # a loaded docker exec now and then returns no output at all: ask again
+            r = n.exec(["python3", "-c", _PROBE, json.dumps(targets)], timeout=30)
+            if r.stdout.strip():
+                break
+        assert r.stdout.strip(), f"{n.name}: the reachability probe printed nothing (stderr: {r.stderr[-500:]!r})"
+        return {(n.name, dst) for dst, ok in json.loads(r.stdout).items() if ok}
 
     with ThreadPoolExecutor(len(cluster.nodes)) as ex:
         return set().union(*ex.map(one, cluster.nodes))
