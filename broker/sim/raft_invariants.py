@@ -26,16 +26,7 @@ from dataclasses import dataclass, field
 from broker.core.raft import Role
 from broker.core.raft_log import RaftLog
 from broker.core.raft_messages import NO_LEADER, PersistQuorumState, RaftEntry
-
-
-@dataclass(frozen=True)
-class Violation:
-    time: int
-    name: str
-    detail: str
-
-    def __str__(self) -> str:
-        return f"t={self.time}ms {self.name}: {self.detail}"
+from broker.sim.invariants import Violation
 
 
 class SimRaftLog(RaftLog):
