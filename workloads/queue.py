@@ -141,6 +141,12 @@ def is_send_lane(thread: Any, opts: WorkloadOptions) -> bool:
     return isinstance(thread, int) and thread >= opts.clients
 
 
+def op_acks(acks: str | None, opts: WorkloadOptions) -> str:
+    """The acks a send uses: its own (`acks="mixed"` ops carry one), else the workload's
+    ("all" for a mixed workload's ops that carry none)."""
+    return acks or ("all" if opts.acks == "mixed" else opts.acks)
+
+
 def send_mops(mops: Sequence[Sequence[Any]], send: Callable[[str, int, int], int]) -> dict[str, Any]:
     """Run a send op's micro-ops in order with `send(topic, partition, value) -> offset`: ok
     with every offset; `fail` only when the first one definitely did not happen; else `info`."""
@@ -196,7 +202,7 @@ class SendLane:
     def invoke(self, op: Mapping[str, Any]) -> dict[str, Any]:
         if op["f"] != "send":
             return {"type": "fail", "error": f"a send-only process does not {op['f']!r}"}
-        acks = op.get("acks") or ("all" if self.opts.acks == "mixed" else self.opts.acks)
+        acks = op_acks(op.get("acks"), self.opts)
         if acks not in self.held:
             self.held[acks] = self.pool.acquire(acks)
         return send_mops(op["value"], self.held[acks].send)
@@ -257,7 +263,7 @@ class QueueClient:
         self.assigned: list[tuple[str, int]] = []
 
     def io(self, acks: str | None = None) -> KafkaIO:
-        a = acks or ("all" if self.opts.acks == "mixed" else self.opts.acks)
+        a = op_acks(acks, self.opts)
         if a not in self.ios:
             self.ios[a] = self.make_io(a)
         return self.ios[a]
