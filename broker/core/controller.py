@@ -3,8 +3,9 @@ changes, elections and unclean recovery, all written to the metadata log.
 
 Sans-IO: `handle(src, message, now_ms)` and `tick(now_ms)` return `Actions` (responses
 and requests to send); `next_deadline()` says when `tick` must be called next. Records go
-through a `MetadataQuorum` (`LocalMetadataQuorum` commits at once; a Raft quorum can take
-its place: requests are answered only once their records are committed).
+through a `MetadataQuorum`: `LocalMetadataQuorum` commits at once; on a quorum of
+controllers it is the `RaftNode` and `quorum_controller.QuorumController` holds the
+answers until their records are committed.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class ControllerConfig:
 
 
 class MetadataQuorum(Protocol):
-    """Where the controller's records go. A Raft quorum would commit asynchronously."""
+    """Where the controller's records go (`LocalMetadataQuorum`, or a `RaftNode`, which
+    commits asynchronously)."""
 
     @property
     def end_offset(self) -> int: ...
@@ -149,7 +151,7 @@ class UncleanRecoveryEvent:
 
 
 class Controller:
-    """The active controller (one per cluster in this version)."""
+    """The active controller (the quorum leader's, see quorum_controller.py)."""
 
     def __init__(self, config: ControllerConfig, quorum: MetadataQuorum | None = None) -> None:
         self.config = config
@@ -301,6 +303,15 @@ class Controller:
         self._maybe_start_recovery(now_ms, acts)
         self._end_batch(acts)
         self._answer_parked(acts, only_ready=False, now_ms=now_ms)
+        return acts
+
+    def committed(self, now_ms: int) -> Actions:
+        """The quorum's high watermark may have moved: answer the metadata fetches it
+        makes ready (a `LocalMetadataQuorum` commits at once and needs no such call)."""
+        self._now = now_ms
+        acts = Actions()
+        if self._parked:
+            self._answer_parked(acts, only_ready=True)
         return acts
 
     def next_deadline(self) -> int | None:

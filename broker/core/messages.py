@@ -315,6 +315,17 @@ class ElectLeadersResponse:
     leader: int = NO_LEADER
 
 
+@dataclass(frozen=True, slots=True)
+class NotController:
+    """A controller that is not (or not yet) the active one answers a controller-bound
+    request with this instead (Kafka's NOT_CONTROLLER): the quorum leader it knows
+    (`leader_id`, -1 when none) in `epoch`. An active controller that loses leadership
+    sends it to every broker it knew. The broker's shell sends its requests there."""
+
+    leader_id: int
+    epoch: int
+
+
 # ---------------------------------------------------------------- actions
 @dataclass(frozen=True, slots=True)
 class Send:

@@ -78,6 +78,17 @@ class PartitionChangeRecord:
     registration: PartitionRegistration
 
 
+@dataclass(frozen=True, slots=True)
+class LeaderChangeRecord:
+    """The control record a new quorum leader appends first in its epoch (KRaft's
+    LeaderChangeMessage): committing it commits every earlier entry (Raft's no-op). It
+    takes an offset in the metadata log like any record; the image skips it."""
+
+    epoch: int
+    leader_id: int
+    voters: tuple[int, ...]
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -85,6 +96,7 @@ MetadataRecord = (
     | PartitionRecord
     | PartitionChangeRecord
     | RemoveTopicRecord
+    | LeaderChangeRecord
 )
 
 # Topic ids are derived from the name and the offset of the TopicRecord, so every node
@@ -141,6 +153,8 @@ class MetadataImage:
                 del self.partitions[tp]
         elif isinstance(record, PartitionRecord | PartitionChangeRecord):
             self.partitions[record.tp] = record.registration
+        elif isinstance(record, LeaderChangeRecord):
+            pass  # a control record of the quorum: it changes nothing in the image
         else:
             raise ValueError(f"unknown metadata record {type(record).__name__}")
         self.next_offset = offset + 1
@@ -168,23 +182,36 @@ _TYPES = {
         PartitionRecord,
         PartitionChangeRecord,
         RemoveTopicRecord,
+        LeaderChangeRecord,
     )
 }
 
 
-def encode_record(offset: int, record: MetadataRecord) -> bytes:
-    """One line (with the newline) of the metadata log file."""
+def encode_record(offset: int, record: MetadataRecord, epoch: int = 0) -> bytes:
+    """One line (with the newline) of the metadata log file; `epoch` is the quorum epoch
+    of the leader that appended the record."""
     d = asdict(record)
     if "tp" in d:
         d["tp"] = [record.tp.topic, record.tp.partition]  # type: ignore[union-attr]
-    return (json.dumps({"offset": offset, "type": type(record).__name__, **d}, sort_keys=True) + "\n").encode()
+    return (json.dumps({"offset": offset, "epoch": epoch, "type": type(record).__name__, **d}, sort_keys=True)
+            + "\n").encode()
 
 
 def decode_line(line: bytes | str, where: str = "metadata log") -> tuple[int, MetadataRecord]:
     """Parse one line; raise ValueError('<where>: what was wrong') on bad input."""
+    off, _epoch, rec = decode_entry(line, where)
+    return off, rec
+
+
+def decode_entry(line: bytes | str, where: str = "metadata log") -> tuple[int, int, MetadataRecord]:
+    """Parse one line into (offset, quorum epoch, record); a line without an epoch (a
+    log written before the quorum) is of epoch 0. ValueError('<where>: ...') on bad input."""
     try:
         d = json.loads(line)
         offset = d.pop("offset")
+        epoch = d.pop("epoch", 0)
+        if not isinstance(epoch, int) or isinstance(epoch, bool):
+            raise TypeError("epoch is not an integer")
         cls = _TYPES[d.pop("type")]
         if "tp" in d:
             d["tp"] = TopicPartition(d["tp"][0], int(d["tp"][1]))
@@ -197,9 +224,11 @@ def decode_line(line: bytes | str, where: str = "metadata log") -> tuple[int, Me
             d["configs"] = tuple(tuple(kv) for kv in d["configs"])
         if "listeners" in d:
             d["listeners"] = tuple(Endpoint(str(e["name"]), str(e["host"]), int(e["port"])) for e in d["listeners"])
+        if "voters" in d:
+            d["voters"] = tuple(int(v) for v in d["voters"])
         if not isinstance(offset, int):
             raise TypeError("offset is not an integer")
-        return offset, cls(**d)
+        return offset, epoch, cls(**d)
     except (ValueError, KeyError, TypeError, IndexError) as e:
         raise ValueError(f"{where}: bad metadata record ({type(e).__name__}: {e})") from None
 

@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from broker.core.messages import Actions, EpochEndOffset
+from broker.core.metadata import LeaderChangeRecord
 from broker.core.raft_log import RaftLog
 from broker.core.raft_messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
     FlushLog,
-    LeaderChangeRecord,
     LogTruncated,
     PersistQuorumState,
     RaftEntry,
@@ -320,6 +320,9 @@ class RaftNode:
         self._send_fetch(acts)
 
     def _reset_election_timer(self) -> None:
+        if self.voters == (self.node_id,):  # a sole voter has nobody to wait for
+            self._election_deadline = self._now
+            return
         t = self.config.election_timeout_ms
         self._election_deadline = self._now + t + self.rng.randint(0, t)
 

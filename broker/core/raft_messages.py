@@ -2,7 +2,8 @@
 
 Field names follow KIP-595's schemas (snake_case). Node ids are ints; every voter and
 observer of the quorum has one. Entries travel as `RaftEntry(epoch, record)`; the record
-is opaque to the quorum (a metadata record, or a `LeaderChangeRecord` the quorum writes).
+is opaque to the quorum (a metadata record, or the `LeaderChangeRecord` of metadata.py
+that the quorum writes).
 """
 
 from __future__ import annotations
@@ -22,16 +23,6 @@ class RaftEntry(NamedTuple):
 
     epoch: int
     record: object
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderChangeRecord:
-    """The control record a new leader appends first in its epoch (KRaft's
-    LeaderChangeMessage): committing it commits every earlier entry (Raft's no-op)."""
-
-    epoch: int
-    leader_id: int
-    voters: tuple[int, ...]
 
 
 # ---------------------------------------------------------------- elections
