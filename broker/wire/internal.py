@@ -6,7 +6,8 @@ anything else (the link is then closed).
 Frames use Kafka's size prefix, so they can share a listener with Kafka clients; the
 body starts with the int16 `INTERNAL_API_KEY` (not a Kafka API key), then a kind byte:
 
-    HELLO:   node id (int32), link role (uint8: ROLE_BROKER or ROLE_CONTROLLER)
+    HELLO:   node id (int32), link role (uint8: ROLE_BROKER, ROLE_CONTROLLER, or ROLE_RAFT
+             for the links between the controller quorum's voters)
     MESSAGE: type tag (uint8), then the fields of the message in declaration order
     PING:    nothing (either side sends one when it has sent nothing for a second; a
              link that hears nothing for `wrack.link.timeout.ms` is closed)
@@ -14,7 +15,8 @@ body starts with the int16 `INTERNAL_API_KEY` (not a Kafka API key), then a kind
 Field encodings follow the type hints of the dataclasses: int = int64, bool = one byte
 (0/1), str = uint32 length + UTF-8, bytes = uint32 length + raw, ErrorCode = int16,
 TopicPartition = str + int32, `X | None` = flag byte + X, `tuple[X, ...]` = uint32 count
-+ items, a union of records = uint8 tag + fields. The codec is compiled once from the
++ items, a union of records = uint8 tag + fields, a quorum `RaftEntry` = epoch (int64) +
+a metadata record (tagged). The codec is compiled once from the
 type hints into closures.
 """
 
@@ -31,6 +33,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.core import messages as m
 from broker.core import metadata as md
+from broker.core import raft_messages as rm
 
 INTERNAL_API_KEY = 0x7A11  # 31249: far from Kafka's API keys
 KIND_HELLO = 0
@@ -38,6 +41,8 @@ KIND_MESSAGE = 1
 KIND_PING = 2
 ROLE_BROKER = 0
 ROLE_CONTROLLER = 1
+ROLE_RAFT = 2
+ROLES = (ROLE_BROKER, ROLE_CONTROLLER, ROLE_RAFT)
 PREFIX = INTERNAL_API_KEY.to_bytes(2, "big")
 
 # The messages that travel between nodes; the position is the type tag (append only).
@@ -62,6 +67,12 @@ MESSAGES: tuple[type, ...] = (
     m.GetReplicaLogInfoResponse,
     m.OffsetsForLeaderEpochRequest,
     m.OffsetsForLeaderEpochResponse,
+    m.NotController,
+    rm.VoteRequest,
+    rm.VoteResponse,
+    rm.BeginQuorumEpochRequest,
+    rm.RaftFetchRequest,
+    rm.RaftFetchResponse,
 )
 RECORDS: tuple[type, ...] = (
     md.RegisterBrokerRecord,
@@ -70,10 +81,12 @@ RECORDS: tuple[type, ...] = (
     md.PartitionRecord,
     md.PartitionChangeRecord,
     md.RemoveTopicRecord,
+    md.LeaderChangeRecord,
 )
 # Fields whose hint is too loose to derive a codec from.
 _OVERRIDES: dict[tuple[type, str], Any] = {
     (m.MetadataFetchResponse, "records"): tuple[md.MetadataRecord, ...],
+    (rm.RaftFetchResponse, "entries"): tuple[rm.RaftEntry, ...],
 }
 
 _Q = struct.Struct(">q")
@@ -210,7 +223,26 @@ def _codec(t: Any) -> tuple[Encoder, Decoder]:
         return _fixed([_codec(a) for a in args])
     if isinstance(t, type) and is_dataclass(t):
         return _dataclass(t)
+    if t is rm.RaftEntry:
+        return _raft_entry()
     raise TypeError(f"no codec for {t}")
+
+
+def _raft_entry() -> tuple[Encoder, Decoder]:
+    enc_r, dec_r = _codec(md.MetadataRecord)
+
+    def enc(out: list, v: Any) -> None:
+        if not isinstance(v, rm.RaftEntry):
+            raise TypeError(f"expected RaftEntry, got {type(v).__name__}")
+        _enc_int(out, v.epoch)
+        enc_r(out, v.record)
+
+    def dec(buf: memoryview, pos: int) -> tuple[Any, int]:
+        epoch, pos = _dec_int(buf, pos)
+        record, pos = dec_r(buf, pos)
+        return rm.RaftEntry(epoch, record), pos
+
+    return enc, dec
 
 
 def _optional(inner: tuple[Encoder, Decoder]) -> tuple[Encoder, Decoder]:
@@ -362,7 +394,7 @@ def decode_frame(frame: bytes) -> tuple[int, Any]:
             raise DecodeError(f"hello of {len(buf)} bytes")
         node_id = _I.unpack_from(buf, 3)[0]
         role = buf[7]
-        if node_id < 0 or role not in (ROLE_BROKER, ROLE_CONTROLLER):
+        if node_id < 0 or role not in ROLES:
             raise DecodeError(f"bad hello (node {node_id}, role {role})")
         return KIND_HELLO, (node_id, role)
     if kind == KIND_PING:

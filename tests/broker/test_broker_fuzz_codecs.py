@@ -17,6 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from broker.core import messages as m
 from broker.core import metadata as md
+from broker.core.metadata import MetadataRecord
+from broker.core.raft_messages import RaftEntry
 from broker.wire import internal
 from broker.wire import kafka as k
 from broker.wire.client import encode_request
@@ -147,6 +149,8 @@ def strategy_for(t: typing.Any) -> st.SearchStrategy:
             hint = internal._OVERRIDES.get((t, f.name), hints[f.name])
             kw[f.name] = strategy_for(hint)
         return st.builds(t, **kw)
+    if t is RaftEntry:
+        return st.builds(RaftEntry, strategy_for(int), strategy_for(MetadataRecord))
     raise TypeError(t)
 
 
