@@ -6,8 +6,8 @@ known property and returns `BrokerSettings`. Bad input raises `ConfigError` (an
 `InputError`: one line naming the property and where it came from; exit 254).
 Unknown properties are kept in `unknown` (the broker logs them once, like Kafka).
 
-Defaults are Kafka's, except that a node without `process.roles` is its own controller
-when `controller.quorum.voters` is absent or names it, so that
+Defaults are Kafka's, except that a node without `process.roles` is a controller when
+`controller.quorum.voters` is absent or names it (and a broker in both cases), so that
 ``wrack-broker --override node.id=0 --override listeners=PLAINTEXT://127.0.0.1:9092
 --override log.dirs=/tmp/x`` starts a working single node.
 """
@@ -83,6 +83,11 @@ class BrokerSettings:
     replica_high_watermark_checkpoint_interval_ms: int = 5000
     socket_connection_setup_timeout_ms: int = 10000
     link_timeout_ms: int = 3000
+    # the controller quorum (KRaft's controller.quorum.*)
+    controller_quorum_election_timeout_ms: int = 1000
+    controller_quorum_fetch_timeout_ms: int = 2000
+    controller_quorum_request_timeout_ms: int = 2000
+    controller_quorum_retry_backoff_ms: int = 20
     # liveness tests only: a broker started again on a data dir it started from before never
     # registers (never serves again), a cluster that cannot recover (checkers.liveness)
     test_never_serve_after_restart: bool = False
@@ -111,10 +116,8 @@ class BrokerSettings:
     def is_controller(self) -> bool:
         return "controller" in self.process_roles
 
-    @property
-    def controller(self) -> Voter:
-        """The (single) active controller."""
-        return self.controller_quorum_voters[0]
+    def voter(self, node_id: int) -> Voter | None:
+        return next((v for v in self.controller_quorum_voters if v.node_id == node_id), None)
 
     def listener(self, name: str) -> Listener | None:
         return next((li for li in self.listeners if li.name == name), None)
@@ -219,8 +222,9 @@ def _voters(v: str) -> tuple[Voter, ...]:
         out.append(Voter(int(m.group(1)), m.group(2).strip("[]"), int(m.group(3))))
     if not out:
         raise ValueError("no voter given")
-    if len(out) > 1:
-        raise ValueError(f"only one controller is supported (one active controller, no Raft quorum), got {len(out)}")
+    ids = [x.node_id for x in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"voter ids must be unique, got {', '.join(map(str, ids))}")
     return tuple(out)
 
 
@@ -292,6 +296,10 @@ _SHELL: dict[str, tuple[str | None, Callable[[str], Any]]] = {
     "inter.broker.listener.name": ("inter_broker_listener_name", lambda v: _names(v)[0]),
     "listener.security.protocol.map": (None, _protocol_map),
     "controller.quorum.voters": ("controller_quorum_voters", _voters),
+    "controller.quorum.election.timeout.ms": ("controller_quorum_election_timeout_ms", _POS),
+    "controller.quorum.fetch.timeout.ms": ("controller_quorum_fetch_timeout_ms", _POS),
+    "controller.quorum.request.timeout.ms": ("controller_quorum_request_timeout_ms", _POS),
+    "controller.quorum.retry.backoff.ms": ("controller_quorum_retry_backoff_ms", _POS),
     "log.dirs": ("log_dirs", _dirs),
     "log.dir": ("log_dirs", _dirs),
     "metadata.log.dir": ("metadata_log_dir", lambda v: _dirs(v)[0]),
@@ -405,17 +413,20 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
     ctl_names = values.get("controller_listener_names", ("CONTROLLER",))
     voters = values.get("controller_quorum_voters")
     roles = values.get("process_roles")
+    voter_ids = [v.node_id for v in voters] if voters is not None else None
     if roles is None:
-        roles = frozenset({"broker", "controller"}) if voters is None or voters[0].node_id == nid else frozenset({"broker"})
+        roles = frozenset({"broker", "controller"}) if voter_ids is None or nid in voter_ids else frozenset({"broker"})
     if voters is None:
         if "controller" not in roles:
             raise fail("process.roles", "a broker-only node needs controller.quorum.voters")
         li = next((x for x in listeners if x.name in ctl_names), None)
         voters = (Voter(nid, li.host or "127.0.0.1", li.port) if li else Voter(nid, "", -1),)
-    if "controller" in roles and voters[0].node_id != nid:
-        raise fail("controller.quorum.voters", f"this node ({nid}) is a controller but the voter is node {voters[0].node_id}")
-    if "controller" not in roles and voters[0].node_id == nid:
-        raise fail("process.roles", f"node {nid} is the controller.quorum.voters entry but process.roles has no controller")
+        voter_ids = [nid]
+    if "controller" in roles and nid not in voter_ids:
+        raise fail("controller.quorum.voters", f"this node ({nid}) is a controller but not a voter "
+                                               f"({', '.join(map(str, voter_ids))})")
+    if "controller" not in roles and nid in voter_ids:
+        raise fail("process.roles", f"node {nid} is a controller.quorum.voters entry but process.roles has no controller")
     client = [li for li in listeners if li.name not in ctl_names]
     if "broker" in roles and not client:
         raise fail("listeners", "a broker needs a listener that is not a controller listener")

@@ -22,6 +22,7 @@ node where the broker is not running.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -45,7 +46,7 @@ class NodeHook(Protocol):
 class BrokerOptions:
     """The test's options for the broker. `extra` are further properties, verbatim."""
 
-    controllers: int = 1
+    controllers: int | None = None  # controller quorum voters; None: default_controllers(nodes)
     replication_factor: int = 3
     min_insync_replicas: int = 2
     flush_interval_messages: int | None = None
@@ -53,15 +54,22 @@ class BrokerOptions:
     command: list[str] = field(default_factory=lambda: ["wrack-broker"])
 
 
+def default_controllers(nodes: int) -> int:
+    """Three voters (a quorum that survives one loss) from 3 nodes on, else one."""
+    return 3 if nodes >= 3 else 1
+
+
 def broker_properties(cluster: Cluster, node: Node, opts: BrokerOptions, data_dir: str,
                       node_ids: Mapping[str, int] | None = None) -> dict[str, str]:
     """The properties of `node`'s broker: node.id is its position (unless `node_ids`
     overrides it: membership gives a re-added node a fresh id), the first
-    `opts.controllers` nodes are also controllers (KRaft-style combined mode)."""
+    `opts.controllers` nodes (default `default_controllers`) are also controllers, voters of
+    the quorum (KRaft-style combined mode)."""
     ids = {n.name: i for i, n in enumerate(cluster.nodes)}
     ids.update(node_ids or {})
     nid = ids[node.name]
-    controllers = cluster.nodes[: max(1, opts.controllers)]
+    n = opts.controllers if opts.controllers is not None else default_controllers(len(cluster.nodes))
+    controllers = cluster.nodes[: max(1, n)]
     is_controller = node in controllers
     listeners = f"PLAINTEXT://{node.address}:{BROKER_PORT}"
     if is_controller:
@@ -98,12 +106,32 @@ class BrokerDB:
         self.hooks: list[Any] = []
         self.node_ids: dict[str, int] = {}  # node.id overrides (nemesis/membership.py)
 
+    def controller_nodes(self) -> list[Node]:
+        """The nodes that run a controller (the quorum's voters)."""
+        n = self.opts.controllers if self.opts.controllers is not None else default_controllers(len(self.cluster.nodes))
+        return list(self.cluster.nodes[: max(1, n)])
+
     def active_controller(self) -> str | None:
-        """The address of the node running the active controller: the first of the
-        `opts.controllers` controller nodes (each controller keeps its own single-voter
-        metadata log, and brokers register with that one), None if it is not running."""
-        node = self.cluster.nodes[0]
-        return node.address if self.running(node) else None
+        """The address of the node running the active controller (the quorum leader), None
+        if none is known or it is not running. Read from the voters' quorum-state files
+        (broker/server/quorum_store.py): the leader named in the highest epoch."""
+        voters = self.controller_nodes()
+        by_id = {self.node_id(n): n for n in voters}
+        best: tuple[int, int] = (-1, -1)
+        for node in voters:
+            try:
+                state = json.loads(node.read_file(os.path.join(self.data_dir(node), "quorum-state")))
+                epoch, leader = int(state["epoch"]), int(state["leader_id"])
+            except (NodeError, OSError, ValueError, KeyError, TypeError):
+                continue
+            if leader in by_id and epoch > best[0]:
+                best = (epoch, leader)
+        node = by_id.get(best[1])
+        return node.address if node is not None and self.running(node) else None
+
+    def node_id(self, node: Node) -> int:
+        """The broker's node.id on `node` (its position, unless membership renumbered it)."""
+        return self.node_ids.get(node.name, self.cluster.nodes.index(node))
 
     # paths on a node
     def dir(self, node: Node) -> str:

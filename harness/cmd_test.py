@@ -71,6 +71,9 @@ def add_test_options(p: argparse.ArgumentParser) -> None:
                    help="seconds a checker may take before the verdict is unknown")
     p.add_argument("--transport", default=d.transport, help="local backend: nsenter or ssh (default nsenter)")
     p.add_argument("--inventory", default=None, metavar="FILE", help="ssh backend: inventory YAML")
+    p.add_argument("--controllers", type=int, default=None, metavar="N",
+                   help="controller quorum voters, on the first N nodes (combined mode; default 3 for 3 or "
+                        "more nodes, else 1)")
     p.add_argument("--broker-command", default=None, metavar="CMD",
                    help="command that runs the broker on a node (default wrack-broker)")
     p.add_argument("--no-data", action="store_true", help="collect node logs but not their data directories")
@@ -94,6 +97,7 @@ def options_from_args(args: argparse.Namespace) -> Any:
         request_timeout=args.request_timeout, final_time_limit=args.final_time_limit,
         recovery_time_limit=args.recovery_time_limit,
         checker_time_limit=args.checker_time_limit, transport=args.transport, inventory=args.inventory,
+        controllers=args.controllers,
         broker_command=shlex.split(args.broker_command) if args.broker_command else None,
         collect_data=not args.no_data, results=args.results)
 

@@ -82,7 +82,7 @@ class TestOptions:
     checker_time_limit: float | None = 120.0
     transport: str = "nsenter"
     inventory: str | None = None
-    controllers: int = 1
+    controllers: int | None = None  # controller quorum voters (None: default_controllers(nodes))
     broker_command: list[str] | None = None
     collect_data: bool = True
     results: str | None = None
@@ -149,6 +149,8 @@ def validate(o: TestOptions) -> None:
             bad(opt, f"{v} must be positive")
     if o.test_count < 1:
         bad("test-count", "at least 1")
+    if o.controllers is not None and not 1 <= o.controllers <= o.nodes:
+        bad("controllers", f"{o.controllers} must be between 1 and the number of nodes ({o.nodes})")
     if o.in_flight < 0:
         bad("in-flight", f"{o.in_flight} must not be negative")
     try:

@@ -5,7 +5,8 @@ The controller appends records; brokers fetch them in order and apply them to th
 broker epoch is the offset of the broker's RegisterBrokerRecord, hence monotonic.
 
 Persistent form (what the shell writes): one JSON object per line, append-only,
-``{"offset": N, "type": "<RecordName>", ...fields}``; `decode_line` reads it back.
+``{"offset": N, "quorum_epoch": E, "type": "<RecordName>", ...fields}`` (E: the epoch of
+the quorum leader that appended it); `decode_entry` reads it back.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def encode_record(offset: int, record: MetadataRecord, epoch: int = 0) -> bytes:
     d = asdict(record)
     if "tp" in d:
         d["tp"] = [record.tp.topic, record.tp.partition]  # type: ignore[union-attr]
-    return (json.dumps({"offset": offset, "epoch": epoch, "type": type(record).__name__, **d}, sort_keys=True)
+    return (json.dumps({"offset": offset, "quorum_epoch": epoch, "type": type(record).__name__, **d}, sort_keys=True)
             + "\n").encode()
 
 
@@ -204,14 +205,14 @@ def decode_line(line: bytes | str, where: str = "metadata log") -> tuple[int, Me
 
 
 def decode_entry(line: bytes | str, where: str = "metadata log") -> tuple[int, int, MetadataRecord]:
-    """Parse one line into (offset, quorum epoch, record); a line without an epoch (a
-    log written before the quorum) is of epoch 0. ValueError('<where>: ...') on bad input."""
+    """Parse one line into (offset, quorum epoch, record); a line without `quorum_epoch`
+    (a log written before the quorum) is of epoch 0. ValueError('<where>: ...') on bad input."""
     try:
         d = json.loads(line)
         offset = d.pop("offset")
-        epoch = d.pop("epoch", 0)
+        epoch = d.pop("quorum_epoch", 0)
         if not isinstance(epoch, int) or isinstance(epoch, bool):
-            raise TypeError("epoch is not an integer")
+            raise TypeError("quorum_epoch is not an integer")
         cls = _TYPES[d.pop("type")]
         if "tp" in d:
             d["tp"] = TopicPartition(d["tp"][0], int(d["tp"][1]))

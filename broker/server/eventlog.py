@@ -17,7 +17,8 @@ kernel (the `clock` event's `boot_id` matches its own), else by the wall clock.
 | `became-leader` | this broker leads `tp` in a new epoch | `tp`, `epoch`, `from_offset` (its LEO then: the Leader Epoch Start Offset), `hwm`, `isr` |
 | `became-follower` | this broker follows (or has no leader for) `tp` in a new epoch | `tp`, `epoch`, `leader` (-1: none), `leo`, `hwm` |
 | `truncated` | this replica's log was cut | `tp`, `epoch`, `role`, `from_leo`, `to`, `reason` |
-| `partition-change` | the controller committed a new registration of `tp` | `tp`, `leader`, `epoch`, `prev_leader`, `prev_epoch`, `election`, `isr`, `elr` |
+| `controller-active` | this node's controller became the active one (the quorum leader's, once its first record committed) | `epoch` (the quorum epoch) |
+| `partition-change` | the active controller wrote a new registration of `tp` (it commits unless that controller loses leadership first) | `tp`, `leader`, `epoch`, `prev_leader`, `prev_epoch`, `election`, `isr`, `elr` |
 
 `election` is `none` (the leader stayed), `clean` (the new leader was in the ISR),
 `elr` (it came from the Eligible Leader Replicas), `unclean` (neither), `leaderless`

@@ -1,33 +1,37 @@
 """One `wrack-broker` process: the asyncio shell around the sans-IO core.
 
 `Node` owns the clock (monotonic milliseconds), the core state machines (the `Broker`
-when `process.roles` has broker, the `Controller` when it has controller), the storage
-(LogManager or the in-memory stand-in), the committed-offset store, the listeners and
-the inter-node links. It follows the integration contract of docs/broker-replication.md:
-every message goes through `handle`, `tick` runs when `next_deadline` passes, and the
-returned `Actions` are routed:
+when `process.roles` has broker, the `QuorumController` when it has controller: a Raft
+voter of `controller.quorum.voters` that runs the `Controller` while it leads), the
+storage (LogManager or the in-memory stand-in), the committed-offset store, the listeners
+and the inter-node links. It follows the integration contract of
+docs/broker-replication.md: every message goes through `handle`, `tick` runs when
+`next_deadline` passes, and the returned `Actions` are routed:
 
 - to a Kafka client of this process (a `str` address): the waiting request's callback,
   found by correlation id;
-- from the broker to the controller (`CONTROLLER_BOUND` types): in process when this
-  node is the controller, else over the link to the `controller.quorum.voters` address;
+- from the broker to the controller (`CONTROLLER_BOUND` types): to the active controller
+  as far as the broker knows, in process or over the link to that voter's controller
+  listener; a `NotController` answer, or a lost link, moves it (docs/broker-raft.md);
 - from the broker to a peer broker: requests over our link to the peer's inter-broker
   listener, responses over the link the request came in on;
 - from the controller to a broker: in process for our own broker, else over the link
-  the broker opened to us.
+  the broker opened to us;
+- between voters (`RAFT_MESSAGES`): over our own `ROLE_RAFT` link to the voter.
 
-Metadata records are appended to the controller's file and fsynced before any action
-that depends on them is sent. Messages between the co-located machines go through a
-queue drained after each event (no recursion). SIGTERM starts a controlled shutdown;
-`ShutdownComplete` (or the shutdown timeout) flushes the logs and writes the
-clean-shutdown marker through the store; a second signal exits at once, after a flush.
+The quorum's state (`PersistQuorumState`) and metadata log (`FlushLog`) are made durable
+before anything of the same call is sent (broker/server/quorum_store.py). Messages between
+the co-located machines go through a queue drained after each event (no recursion).
+SIGTERM starts a controlled shutdown; `ShutdownComplete` (or the shutdown timeout) flushes
+the logs and writes the clean-shutdown marker through the store; a second signal exits
+at once, after a flush.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
+import random
 import signal
 import socket
 import time
@@ -40,7 +44,7 @@ from typing import Any
 from broker.config import BrokerSettings
 from broker.core import safeguards as sg
 from broker.core.broker import RUNNING, Broker, BrokerConfig
-from broker.core.controller import Controller, ControllerConfig, LocalMetadataQuorum
+from broker.core.controller import ControllerConfig
 from broker.core.messages import (
     CONTROLLER_BOUND,
     Actions,
@@ -59,6 +63,7 @@ from broker.core.messages import (
     LogFailure,
     MetadataFetchResponse,
     MetadataResponse,
+    NotController,
     OffsetsForLeaderEpochResponse,
     ReplicaTruncated,
     ShutdownComplete,
@@ -66,18 +71,30 @@ from broker.core.messages import (
 )
 from broker.core.metadata import (
     BrokerRegistrationChangeRecord,
-    MetadataRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
-    encode_record,
-    metadata_log_from_lines,
 )
+from broker.core.quorum_controller import (
+    RAFT_MESSAGES,
+    ControllerActivated,
+    ControllerDeactivated,
+    QuorumController,
+)
+from broker.core.raft import RaftConfig, RaftNode, Role
+from broker.core.raft_messages import FlushLog, LogTruncated, PersistQuorumState, RaftEntry, RoleChanged
 from broker.core.replica import LEADER
 from broker.logapi import STORAGE_ERRORS
 from broker.server.eventlog import election_kind, format_event
 from broker.server.groups import GroupCoordinator
 from broker.server.logstore import open_store
 from broker.server.offsets import OffsetStore
+from broker.server.quorum_store import (
+    METADATA_FILE,
+    QUORUM_STATE_FILE,
+    FileRaftLog,
+    MetadataLogFile,
+    QuorumStateFile,
+)
 from broker.server.transport import Link, Links
 from broker.storage import LogManager
 from broker.wire import internal
@@ -90,10 +107,10 @@ _REPLIES = (FetchResponse, OffsetsForLeaderEpochResponse, MetadataResponse)
 _FROM_CONTROLLER = (
     BrokerRegistrationResponse, BrokerHeartbeatResponse, MetadataFetchResponse, AlterPartitionResponse,
     GetReplicaLogInfoRequest, FetchResponse, CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse,
+    NotController,
 )
 _FROM_PEERS = (FetchRequest,)
 _ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse)
-METADATA_FILE = "wrack-metadata.log"
 LINK_CHECK_MS = 1000
 OFFSETS_FILE = "wrack-consumer-offsets.log"
 
@@ -110,48 +127,6 @@ class StartupError(Exception):
     """The process cannot start (e.g. a listener's port is taken): one line, exit 254."""
 
 
-class MetadataFile:
-    """The controller's metadata log on disk: one JSON record per line (core/metadata.py)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fh: Any = None
-        self.dirty = False
-
-    def load(self) -> Any:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lines = self.path.read_bytes().splitlines(keepends=True) if self.path.exists() else []
-        log = metadata_log_from_lines(lines, str(self.path))  # ValueError names path:line
-        good = sum(len(x) for x in lines[: _complete_lines(lines)])
-        if self.path.exists() and good != self.path.stat().st_size:
-            os.truncate(self.path, good)  # drop a torn last line before appending after it
-        self._fh = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
-        return log
-
-    def append(self, offset: int, record: MetadataRecord) -> None:
-        self._fh.write(encode_record(offset, record))
-        self.dirty = True
-
-    def sync(self) -> None:
-        if self.dirty:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self.dirty = False
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self.sync()
-            self._fh.close()
-            self._fh = None
-
-
-def _complete_lines(lines: list[bytes]) -> int:
-    """How many leading lines are whole (the last may be torn: no newline)."""
-    if lines and not lines[-1].endswith(b"\n"):
-        return len(lines) - 1
-    return len(lines)
-
-
 class Node:
     """The process: see the module docstring."""
 
@@ -161,11 +136,17 @@ class Node:
         self.events = logger.getChild("events")  # wrack.broker.events: broker/server/eventlog.py
         self.node_id = settings.node_id
         self.broker: Broker | None = None
-        self.controller: Controller | None = None
+        self.quorum: QuorumController | None = None
         self.store: LogManager | None = None
         self.offsets: OffsetStore | None = None
         self.groups: GroupCoordinator | None = None
-        self.metadata_file: MetadataFile | None = None
+        self.metadata_file: MetadataLogFile | None = None
+        self.state_file: QuorumStateFile | None = None
+        voters = [v.node_id for v in settings.controller_quorum_voters]
+        # Where this node's broker sends controller-bound requests: the active controller
+        # as far as it knows (NotController answers and lost links move it).
+        self._controller_target = settings.node_id if settings.node_id in voters else voters[0]
+        self._controller_epoch = -1
         self.links = Links(self, settings.node_id, logger.getChild("links"), settings.socket_request_max_bytes,
                            settings.link_timeout_ms / 1000)
         self.servers: list[asyncio.base_events.Server] = []
@@ -178,6 +159,7 @@ class Node:
         self._cid = 0
         self.waiters: dict[int, Callable[[Any], None]] = {}
         self.admin_waiters: dict[int, asyncio.Future[Any]] = {}
+        self.admin_pending: dict[int, Any] = {}
         self.metadata_waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
         self._image_offset = -1
         self._roles: dict[TopicPartition, tuple[str, int, int]] = {}
@@ -215,21 +197,7 @@ class Node:
         for k in s.unknown:
             self.log.warning("unknown property %s=%s (ignored)", k, s.raw[k])
         if s.is_controller:
-            self.metadata_file = MetadataFile(Path(s.metadata_log_dir) / METADATA_FILE)
-            mlog = self.metadata_file.load()
-            quorum = LocalMetadataQuorum(mlog, on_append=self._on_metadata_append)
-            self.controller = Controller(
-                ControllerConfig(
-                    node_id=s.node_id,
-                    broker_session_timeout_ms=s.broker_session_timeout_ms,
-                    min_insync_replicas=s.min_insync_replicas,
-                    unclean_leader_election_enable=s.unclean_leader_election_enable,
-                    unclean_recovery_strategy=s.unclean_recovery_strategy,
-                    safeguards=safeguards,
-                ),
-                quorum,
-            )
-            self.log.info("controller: metadata log %s with %d records", self.metadata_file.path, mlog.end_offset)
+            self.quorum = self._open_quorum(now, safeguards)
         if s.is_broker:
             self.store = open_store(list(s.log_dirs), dict(s.storage), self.log.getChild("storage"), self.now)
             info = self.store.startup()
@@ -245,7 +213,7 @@ class Node:
             self.broker = Broker(
                 BrokerConfig(
                     node_id=s.node_id,
-                    controller_id=s.controller.node_id,
+                    controller_id=self._controller_target,
                     broker_heartbeat_interval_ms=s.broker_heartbeat_interval_ms,
                     replica_lag_time_max_ms=s.replica_lag_time_max_ms,
                     replica_fetch_wait_max_ms=s.replica_fetch_wait_max_ms,
@@ -265,10 +233,8 @@ class Node:
                 dict(info.hw_checkpoint),
             )
         await self._listen()
-        if self.controller is not None:
-            self._apply(CONTROLLER, self.controller.start(now))
-            if self.broker is not None:  # our broker's previous incarnation died with this process
-                self._apply(CONTROLLER, self.controller.expire_session(self.node_id, now))
+        if self.quorum is not None:
+            self._apply(CONTROLLER, self.quorum.tick(now))
         if self.broker is not None and not self._never_serve_again():
             self._apply(BROKER, self.broker.start(now))
         self._drain()
@@ -277,6 +243,39 @@ class Node:
         self.log.info(
             "node %d started: roles %s, listeners %s", s.node_id, ",".join(sorted(s.process_roles)),
             ", ".join(f"{li.name}://{li.host}:{li.port}" for li in s.listeners),
+        )
+
+    def _open_quorum(self, now: int, safeguards: sg.SafeguardSet) -> QuorumController:
+        """This node's controller: its metadata log and quorum state from disk (ValueError
+        names a bad file), a `RaftNode` over the voters, the `Controller` config."""
+        s = self.s
+        self.metadata_file = MetadataLogFile(Path(s.metadata_log_dir) / METADATA_FILE)
+        entries = self.metadata_file.load()
+        self.state_file = QuorumStateFile(Path(s.metadata_log_dir) / QUORUM_STATE_FILE)
+        state = self.state_file.load()
+        log = FileRaftLog(self.metadata_file, entries, on_append=self._on_metadata_append)
+        raft = RaftNode(
+            s.node_id, [v.node_id for v in s.controller_quorum_voters], log,
+            RaftConfig(
+                election_timeout_ms=s.controller_quorum_election_timeout_ms,
+                fetch_timeout_ms=s.controller_quorum_fetch_timeout_ms,
+                request_timeout_ms=s.controller_quorum_request_timeout_ms,
+                retry_backoff_ms=s.controller_quorum_retry_backoff_ms,
+            ),
+            random.Random(), state, now,
+        )
+        self.log.info("controller: metadata log %s with %d records, quorum state %s", self.metadata_file.path,
+                      len(entries), state or "none")
+        return QuorumController(
+            ControllerConfig(
+                node_id=s.node_id,
+                broker_session_timeout_ms=s.broker_session_timeout_ms,
+                min_insync_replicas=s.min_insync_replicas,
+                unclean_leader_election_enable=s.unclean_leader_election_enable,
+                unclean_recovery_strategy=s.unclean_recovery_strategy,
+                safeguards=safeguards,
+            ),
+            raft,
         )
 
     def _never_serve_again(self) -> bool:
@@ -341,10 +340,12 @@ class Node:
         self.exit_code = 254
         self._stop(254)
 
-    def _on_metadata_append(self, offset: int, record: MetadataRecord) -> None:
-        """Persist a controller record; log the ones that tell a fault's story."""
-        assert self.metadata_file is not None
-        self.metadata_file.append(offset, record)
+    def _on_metadata_append(self, offset: int, entry: RaftEntry) -> None:
+        """Log the records this node's active controller writes that tell a fault's
+        story (followers' copies of the log are not logged again)."""
+        if self.quorum is None or self.quorum.raft.role is not Role.LEADER:
+            return
+        record = entry.record
         if isinstance(record, RegisterBrokerRecord):
             self.log.info("controller: broker %d registered (broker epoch %d)", record.broker_id, record.broker_epoch)
         elif isinstance(record, BrokerRegistrationChangeRecord):
@@ -355,7 +356,8 @@ class Node:
             r = record.registration
             self.log.info("controller: %s leader %d epoch %d isr %s elr %s%s", record.tp, r.leader, r.leader_epoch,
                           list(r.isr), list(r.elr), " RECOVERING" if r.leader_recovery_state else "")
-            prev = self.controller.image.partitions.get(record.tp) if self.controller is not None else None
+            active = self.quorum.controller
+            prev = active.image.partitions.get(record.tp) if active is not None else None
             self._event("partition-change", tp=record.tp, leader=r.leader, epoch=r.leader_epoch,
                         prev_leader=-1 if prev is None else prev.leader,
                         prev_epoch=-1 if prev is None else prev.leader_epoch,
@@ -402,10 +404,12 @@ class Node:
                 fut.set_result(msg)
             return
         if target == CONTROLLER:
-            if self.controller is None:
+            if self.quorum is None:
                 self.log.warning("no controller here for %s from %s", type(msg).__name__, src)
                 return
-            self._apply(CONTROLLER, self.controller.handle(src, msg, self.now()))
+            self._apply(CONTROLLER, self.quorum.handle(src, msg, self.now()))
+        elif isinstance(msg, NotController):
+            self._on_not_controller(msg)
         else:
             if self.broker is None:
                 self.log.warning("no broker here for %s from %s", type(msg).__name__, src)
@@ -425,8 +429,8 @@ class Node:
         self._schedule_rearm()
 
     def _apply(self, role: str, acts: Actions) -> None:
-        if role == CONTROLLER and self.metadata_file is not None:
-            self.metadata_file.sync()  # the records before the messages that depend on them
+        if role == CONTROLLER:
+            self._apply_quorum(acts.other)  # state and log durable before anything is sent
         for send in acts.sends:
             self._route(role, send.to, send.message)
         for o in acts.other:
@@ -445,6 +449,13 @@ class Node:
                             reason=o.reason)
             elif isinstance(o, ShutdownComplete):
                 self._finish_broker_shutdown(o.broker_epoch, "controlled shutdown complete")
+            elif isinstance(o, ControllerActivated):
+                self.log.info("controller: active in quorum epoch %d (metadata log end %d)", o.epoch, o.metadata_end)
+                self._event("controller-active", epoch=o.epoch)
+                if self.broker is not None:
+                    self._on_not_controller(NotController(self.node_id, o.epoch))
+            elif isinstance(o, ControllerDeactivated):
+                self.log.info("controller: no longer active in quorum epoch %d (leader %d)", o.epoch, o.leader_id)
         if role == BROKER and self.broker is not None and self.broker.image.next_offset != self._image_offset:
             self._image_offset = self.broker.image.next_offset
             self._check_metadata_waiters()
@@ -457,6 +468,25 @@ class Node:
             self._maybe_serve_clients()
         self._schedule_rearm()
 
+    def _apply_quorum(self, other: list[object]) -> None:
+        """The quorum's own actions, before any send of the same call: persist the vote
+        and epoch, make the log durable up to where it is acknowledged."""
+        for o in other:
+            if isinstance(o, PersistQuorumState):
+                assert self.state_file is not None
+                self.state_file.write(o)
+            elif isinstance(o, FlushLog):
+                assert self.metadata_file is not None
+                self.metadata_file.sync()
+            elif isinstance(o, LogTruncated):
+                self.log.warning("quorum: metadata log truncated from %d to %d (epoch %d)", o.from_end, o.to, o.epoch)
+            elif isinstance(o, RoleChanged):
+                self.log.info("quorum: %s in epoch %d (leader %d)", o.role, o.epoch, o.leader_id)
+                if o.role == Role.FOLLOWER.value and self.broker is not None and o.leader_id != self._controller_target:
+                    self._on_not_controller(NotController(o.leader_id, o.epoch))
+        if self.metadata_file is not None:
+            self.metadata_file.sync()  # the controller's records before the answers that depend on them
+
     def _route(self, role: str, to: int | str, msg: object) -> None:
         if isinstance(to, str):
             cb = self.waiters.pop(msg.correlation_id, None)  # type: ignore[attr-defined]
@@ -465,16 +495,17 @@ class Node:
             return
         if role == BROKER:
             if isinstance(msg, CONTROLLER_BOUND):
-                if self.controller is not None:
-                    self._local.append((CONTROLLER, self.node_id, msg))
-                else:
-                    self._send_to_controller(msg)
+                self._send_to_controller(msg)
             elif isinstance(msg, _REPLIES):
                 link = self.links.inbound_link(to, internal.ROLE_BROKER) or self.links.outbound_link(to, internal.ROLE_BROKER)
                 if link is not None:
                     link.send(msg)
             else:
                 self._send_to_broker(to, msg)
+        elif isinstance(msg, RAFT_MESSAGES):
+            voter = self.s.voter(to)
+            if voter is not None:
+                self.links.connect(to, internal.ROLE_RAFT, voter.host, voter.port).send(msg)
         else:
             if to == self.node_id and self.broker is not None:
                 self._local.append((BROKER, self.node_id, msg))
@@ -484,9 +515,40 @@ class Node:
                 link.send(msg)
 
     def _send_to_controller(self, msg: object) -> None:
-        v = self.s.controller
-        link = self.links.connect(v.node_id, internal.ROLE_CONTROLLER, v.host, v.port)
-        link.send(msg)
+        """To the active controller as far as this broker knows: in process, or over the
+        link to that voter's controller listener."""
+        target = self._controller_target
+        if target == self.node_id and self.quorum is not None:
+            self._local.append((CONTROLLER, self.node_id, msg))
+            return
+        v = self.s.voter(target)
+        assert v is not None
+        self.links.connect(v.node_id, internal.ROLE_CONTROLLER, v.host, v.port).send(msg)
+
+    def _on_not_controller(self, msg: NotController) -> None:
+        """A controller refused a request (or stopped being active), or this node learnt
+        the quorum's leader: send the broker's requests to that leader from now on (to the
+        next voter when none is known), and again what is in flight."""
+        if msg.epoch < self._controller_epoch or self.broker is None:
+            return
+        self._controller_epoch = msg.epoch
+        old = self._controller_target
+        self._controller_target = msg.leader_id if self.s.voter(msg.leader_id) is not None else self._next_voter(old)
+        if self._controller_target != old:
+            self.log.info("controller requests go to node %d (was %d, quorum epoch %d)",
+                          self._controller_target, old, msg.epoch)
+        self._controller_request_lost()
+
+    def _next_voter(self, after: int) -> int:
+        ids = [v.node_id for v in self.s.controller_quorum_voters]
+        return ids[(ids.index(after) + 1) % len(ids)] if after in ids else ids[0]
+
+    def _controller_request_lost(self) -> None:
+        """What this broker sent the controller will not be answered: send it again."""
+        assert self.broker is not None
+        self._apply(BROKER, self.broker.controller_connection_lost(self.now()))
+        for msg in list(self.admin_pending.values()):
+            self._send_to_controller(msg)
 
     def _send_to_broker(self, to: int, msg: object) -> None:
         assert self.broker is not None
@@ -512,7 +574,7 @@ class Node:
         if link.peer_id == self.node_id:
             self.log.warning("%r: a peer claims this node's id; refusing", link)
             return False
-        if link.role == internal.ROLE_CONTROLLER and self.controller is None:
+        if link.role in (internal.ROLE_CONTROLLER, internal.ROLE_RAFT) and self.quorum is None:
             self.log.warning("%r: no controller on this node; refusing", link)
             return False
         if link.role == internal.ROLE_BROKER and self.broker is None:
@@ -523,6 +585,9 @@ class Node:
         return True
 
     def on_link_message(self, link: Link, msg: object) -> None:
+        if link.role == internal.ROLE_RAFT:
+            self._on_raft_message(link, msg)
+            return
         if link.outbound:
             target = BROKER  # answers (and controller requests) to our broker
         else:
@@ -539,17 +604,34 @@ class Node:
             self.log.exception("%r: error handling %s; closing the link", link, type(msg).__name__)
             link.close()
 
+    def _on_raft_message(self, link: Link, msg: object) -> None:
+        """A quorum message from another voter (on a link either side opened)."""
+        if self.quorum is None or not isinstance(msg, RAFT_MESSAGES) or self.s.voter(link.peer_id) is None:
+            self.log.warning("%r: unexpected %s; closing", link, type(msg).__name__)
+            link.close()
+            return
+        try:
+            self._dispatch(CONTROLLER, link.peer_id, msg)
+            self._drain()
+        except Exception:  # a peer's message must never take the process down
+            self.log.exception("%r: error handling %s; closing the link", link, type(msg).__name__)
+            link.close()
+
     def on_link_lost(self, link: Link) -> None:
         current = self.links.forget(link)
         if not current or self.shutting_down:
             return
         self.log.info("%r: lost", link)
-        if self.broker is None or link.peer_id < 0:
-            return
+        if self.broker is None or link.peer_id < 0 or link.role == internal.ROLE_RAFT:
+            return  # the quorum notices a lost voter by its own timeouts
         if link.role == internal.ROLE_BROKER:
             self._apply(BROKER, self.broker.connection_lost(link.peer_id, self.now()))
         elif link.outbound:
+            if link.peer_id == self._controller_target:  # that controller may be gone: ask the next
+                self._controller_target = self._next_voter(link.peer_id)
             self._apply(BROKER, self.broker.controller_connection_lost(self.now()))
+            for msg in list(self.admin_pending.values()):
+                self._send_to_controller(msg)
         self._drain()
 
     # ------------------------------------------------------------ admin forwarding
@@ -558,12 +640,15 @@ class Node:
         controller; the future gets its response."""
         fut = asyncio.get_running_loop().create_future()
         self.admin_waiters[msg.correlation_id] = fut
-        fut.add_done_callback(lambda _f: self.admin_waiters.pop(msg.correlation_id, None))
-        if self.controller is not None:
-            self._local.append((CONTROLLER, self.node_id, msg))
-            self._drain()
-        else:
-            self._send_to_controller(msg)
+        self.admin_pending[msg.correlation_id] = msg  # sent again if the controller moves
+
+        def done(_f: asyncio.Future[Any]) -> None:
+            self.admin_waiters.pop(msg.correlation_id, None)
+            self.admin_pending.pop(msg.correlation_id, None)
+
+        fut.add_done_callback(done)
+        self._send_to_controller(msg)
+        self._drain()
         return fut
 
     def wait_for_metadata(self, pred: Callable[[], bool]) -> asyncio.Future[None]:
@@ -607,8 +692,8 @@ class Node:
         ds = []
         if self.broker is not None:
             ds.append(self.broker.next_deadline())
-        if self.controller is not None:
-            ds.append(self.controller.next_deadline())
+        if self.quorum is not None:
+            ds.append(self.quorum.next_deadline())
         if self.store is not None:
             ds.append(self.store.next_flush_deadline())
         if self.groups is not None:
@@ -640,10 +725,10 @@ class Node:
         self._timer_at = None
         now = self.now()
         try:
-            if self.controller is not None:
-                d = self.controller.next_deadline()
+            if self.quorum is not None:
+                d = self.quorum.next_deadline()
                 if d is not None and d <= now:
-                    self._apply(CONTROLLER, self.controller.tick(now))
+                    self._apply(CONTROLLER, self.quorum.tick(now))
             if self.broker is not None:
                 d = self.broker.next_deadline()
                 if d is not None and d <= now:

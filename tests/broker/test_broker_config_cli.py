@@ -33,12 +33,16 @@ def test_kraft_roles_voters_and_listeners():
     s = settings_from([(k, v, "--override") for k, v in {
         "node.id": "1", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.2:9092",
         "controller.quorum.voters": "0@127.0.0.1:9093", "log.dirs": "/x"}.items()])
-    assert s.is_broker and not s.is_controller and s.controller.node_id == 0 and s.controller.port == 9093
+    assert s.is_broker and not s.is_controller and s.voter(0) is not None and s.voter(0).port == 9093
     s = settings_from([(k, v, "--override") for k, v in {
         "node.id": "0", "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
         "controller.quorum.voters": "0@127.0.0.1:9093", "log.flush.interval.messages": "1"}.items()])
     assert s.is_broker and s.is_controller and s.storage == {"log.flush.interval.messages": "1"}
     assert [li.name for li in s.advertised_listeners] == ["PLAINTEXT"]
+    s = settings_from([(k, v, "--override") for k, v in {
+        "node.id": "2", "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "controller.quorum.voters": "1@127.0.0.1:9193,2@127.0.0.1:9093,3@127.0.0.1:9293"}.items()])
+    assert s.is_controller and [v.node_id for v in s.controller_quorum_voters] == [1, 2, 3]
 
 
 @pytest.mark.parametrize(("props", "msg"), [
@@ -47,7 +51,8 @@ def test_kraft_roles_voters_and_listeners():
     ({"node.id": "1", "listeners": "PLAINTEXT//h:1"}, "listeners: 'PLAINTEXT//h:1' is not NAME://host:port"),
     ({"node.id": "1", "process.roles": "broker"}, "needs controller.quorum.voters"),
     ({"node.id": "1", "process.roles": "queen"}, "process.roles: expected broker, controller or both"),
-    ({"node.id": "1", "controller.quorum.voters": "0@h:1,1@h:2"}, "only one controller is supported"),
+    ({"node.id": "1", "controller.quorum.voters": "0@h:1,0@h:2"}, "voter ids must be unique"),
+    ({"node.id": "1", "process.roles": "controller", "controller.quorum.voters": "0@h:1"}, "not a voter"),
     ({"node.id": "1", "min.insync.replicas": "0"}, "min.insync.replicas: must be at least 1"),
     ({"node.id": "1", "log.flush.interval.messages": "often"}, "log.flush.interval.messages: expected an integer"),
     ({"node.id": "1", "wrack.safeguards.off": "nope"}, "nope"),
