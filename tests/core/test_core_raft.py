@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from broker.core.messages import EpochEndOffset
-from broker.core.raft import TRANSITIONS, NotLeaderError, RaftConfig, RaftNode, Role
 from broker.core.metadata import LeaderChangeRecord
+from broker.core.raft import TRANSITIONS, NotLeaderError, RaftConfig, RaftNode, Role
 from broker.core.raft_log import RaftLog
 from broker.core.raft_messages import (
     NO_LEADER,
