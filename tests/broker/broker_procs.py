@@ -153,6 +153,57 @@ def cluster(fleet: BrokerFleet, brokers: int = 3, separate_controller: bool = Tr
     return ctl, out
 
 
+def quorum_cluster(fleet: BrokerFleet, brokers: int = 3, voters: int = 3, dedicated: bool = False,
+                   hosts: list[str] | None = None, extra: dict[str, str] | None = None
+                   ) -> tuple[list[BrokerProc], list[BrokerProc]]:
+    """A controller quorum of `voters` and `brokers` brokers on loopback addresses:
+    combined mode (the first `voters` brokers are also controllers, node ids 0..) or, with
+    `dedicated`, controller-only processes (node ids 100..). Returns (controller
+    processes, broker processes); in combined mode the controllers are brokers too."""
+    n_hosts = brokers + (voters if dedicated else 0)
+    hosts = hosts or loopback_hosts(n_hosts)
+    ctl_hosts = hosts[brokers:] if dedicated else hosts[:voters]
+    ctl_ids = [100 + i for i in range(voters)] if dedicated else list(range(voters))
+    ctl_ports = [free_port(h) for h in ctl_hosts]
+    common = {"controller.quorum.voters": ",".join(f"{i}@{h}:{p}" for i, h, p in zip(ctl_ids, ctl_hosts, ctl_ports,
+                                                                                     strict=True)),
+              **(extra or {})}
+    ctls, out = [], []
+    for i in range(brokers):
+        port = free_port(hosts[i])
+        listeners, roles = f"PLAINTEXT://{hosts[i]}:{port}", "broker"
+        if not dedicated and i < voters:
+            listeners += f",CONTROLLER://{ctl_hosts[i]}:{ctl_ports[i]}"
+            roles = "broker,controller"
+        out.append(fleet.add(f"b{i}", {"node.id": str(i), "process.roles": roles, "listeners": listeners, **common},
+                             hosts[i], port))
+    if dedicated:
+        for cid, h, p in zip(ctl_ids, ctl_hosts, ctl_ports, strict=True):
+            ctls.append(fleet.add(f"c{cid}", {"node.id": str(cid), "process.roles": "controller",
+                                              "listeners": f"CONTROLLER://{h}:{p}", **common}, h, 0))
+    else:
+        ctls = out[:voters]
+    return ctls, out
+
+
+def active_controller(controllers: list[BrokerProc]) -> BrokerProc | None:
+    """The running controller that its quorum-state file names leader in the highest
+    epoch among them (what clusters/db.py's BrokerDB.active_controller reads too)."""
+    import json
+
+    by_id = {int(c.props["node.id"]): c for c in controllers}
+    best = (-1, -1)
+    for c in controllers:
+        try:
+            st = json.loads((Path(c.data_dir) / "quorum-state").read_text())
+        except (OSError, ValueError):
+            continue
+        if st["leader_id"] in by_id and st["epoch"] > best[0]:
+            best = (st["epoch"], st["leader_id"])
+    c = by_id.get(best[1])
+    return c if c is not None and c.running else None
+
+
 def loopback_hosts(n: int, first: int = 2) -> list[str]:
     """n distinct 127.0.0.x addresses (Linux routes all of 127/8 to lo)."""
     return [f"127.0.0.{first + i}" for i in range(n)]
