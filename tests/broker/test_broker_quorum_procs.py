@@ -17,7 +17,15 @@ import signal
 import time
 
 import pytest
-from broker_procs import FAST, active_controller, create_replicated, metadata, quorum_cluster, read_back, wait_until
+from broker_procs import (
+    FAST,
+    active_controller,
+    create_replicated,
+    metadata,
+    quorum_cluster,
+    read_back,
+    wait_until,
+)
 from test_broker_replication_procs import BackgroundProducer
 
 from harness.netutil import wait_port
