@@ -168,3 +168,21 @@ def test_a_cluster_that_cannot_recover_is_invalid_with_no_recovery(tmp_path):
     assert all(a["sends_tried"] > 0 for a in res["anomalies"]["no-recovery"])
     assert res["liveness"]["valid"] is False and res["liveness"]["recovered_keys"] == []
     assert "Did not recover" in (run / "report.html").read_text()
+
+
+@pytest.mark.parametrize("fault", ["kill-controller", "partition-controller"])
+def test_losing_the_active_controller_moves_it_and_sends_go_on(tmp_path, fault):
+    # three voters on n1-n3 (the default for 5 nodes): the nemesis strikes whichever is
+    # active; another takes over, and every fault is followed by an acknowledged send
+    rc, line, run = wrack_test(tmp_path, "--nodes", "5", "--nemesis", fault, "--nemesis-interval", "10",
+                               "--time-limit", "30", "--seed", "5")
+    res = json.loads((run / "results.json").read_text())
+    assert rc == 0 and line["verdict"] == "valid", res.get("anomaly_types")
+    events = nemesis_events(run)
+    struck = [e for e in events if e["f"] in ("kill", "start-partition")]
+    assert struck, "no fault was injected"
+    controllers = [e["value"]["controller"] for e in events if e["f"] == "cluster-state"]
+    assert len({c for c in controllers if c}) >= 2, f"the active controller never moved: {controllers}"
+    after = res["liveness"]["first_ok_send_after_fault"]
+    assert len(after) == len(struck) and all(a["seconds"] is not None for a in after), after
+    assert res["liveness"]["valid"] is True
