@@ -279,6 +279,7 @@ class Broker:
         for r in self.partitions.values():
             if r.role == LEADER:
                 ev.alter_partition = r.alter_timed_out(now, c.request_timeout_ms)
+                r.maybe_propose_recovered(self.image, now, ev)  # again, after an answer that left it RECOVERING
                 r.expire_produces(now, ev)
                 if r.pending_alter is None:
                     r.maybe_advance_hwm(now, ev)

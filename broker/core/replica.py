@@ -175,10 +175,9 @@ class PartitionReplica:
                 self.followers = {
                     r: FollowerState(last_caught_up_time=now if r in reg.isr else 0) for r in reg.replicas if r != me
                 }
-                if self.recovery_state == RECOVERING:
-                    ev.alter_partition = self._alter_request(self.isr, RECOVERED, now, image)
             self.partition_epoch = reg.partition_epoch
             self._fail_pending_if_under_min_isr(ev)
+            self.maybe_propose_recovered(image, now, ev)
             self.maybe_advance_hwm(now, ev)
         else:
             if self.role == LEADER or new_epoch:
@@ -332,6 +331,17 @@ class PartitionReplica:
         )
         self.pending_alter = PendingAlter(cid, isr, recovery, now, req)
         return req
+
+    def maybe_propose_recovered(self, image: MetadataImage, now: int, ev: ReplicaEvents) -> None:
+        """KIP-704: the leader of a RECOVERING partition (elected uncleanly, an ISR of one)
+        proposes RECOVERED, with the epochs of the registration it holds, whenever it has no
+        ISR change in flight: on the registration that made it leader, on every later one
+        (which drops the pending change), and from the Broker's tick after an answer that
+        left it RECOVERING. So it asks until the controller accepts or another broker leads;
+        until then `maybe_expand_isr` lets no follower in."""
+        if self.role != LEADER or self.recovery_state != RECOVERING or self.pending_alter is not None:
+            return
+        ev.alter_partition = self._alter_request(self.isr, RECOVERED, now, image)
 
     def maybe_expand_isr(self, rid: int, f: FollowerState, image: MetadataImage, now: int, ev: ReplicaEvents) -> None:
         """Add `rid` if it fetched in this epoch, LEO >= HWM and >= LESO, is unfenced and its

@@ -52,6 +52,7 @@ def _cluster(seed: int, off: frozenset[str], flush_interval_ms: int | None = Non
 
 def _finish(c: SimCluster, steps: dict[str, PartitionRegistration]) -> ScenarioResult:
     c.run_for(20000)
+    steps["final"] = c.registration(TP)
     lost = c.oracle.lost_acked_writes(c).get(TP, [])
     assert c.controller is not None
     return ScenarioResult(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from broker.core import safeguards as sg
 from broker.core.messages import NO_LEADER
+from broker.core.metadata import RECOVERED
 from broker.sim import scenarios as sc
 
 OFF = frozenset
@@ -43,6 +44,7 @@ def test_seed002_balanced_recovery_example_5_3_3():
     assert (s["3 registered"].elr, s["3 registered"].last_known_elr) == ((), (2, 3))
     assert s["recovered"].leader == 2 and r.unclean_events == ["balanced unclean recovery"]
     assert r.lost == [] and len(r.acked) == 10
+    assert (s["final"].leader_recovery_state, s["final"].isr) == (RECOVERED, (1, 2, 3))  # KIP-704: recovered, all back
 
 
 def test_last_replica_standing_lost_without_elr_kept_with_it():
@@ -59,10 +61,12 @@ def test_unclean_election_loses_acknowledged_writes():
     lost = sc.unclean_election(unclean=True)
     assert lost.final_leader == 3 and lost.unclean_events == ["unclean election"]
     assert values(lost.lost) == [b"r1", b"r2", b"r3"]
+    assert (lost.steps["final"].leader_recovery_state, lost.steps["final"].isr) == (RECOVERED, (1, 2, 3))
     via_switch = sc.unclean_election(OFF({sg.CLEAN_ELECTION_ONLY}), unclean=False)
     assert values(via_switch.lost) == [b"r1", b"r2", b"r3"]
     kept = sc.unclean_election(unclean=False)
     assert kept.final_leader in (1, 2) and kept.lost == [] and kept.violations == []
+    assert (kept.steps["final"].leader_recovery_state, kept.steps["final"].isr) == (RECOVERED, (1, 2, 3))
 
 
 def test_leso_rule_keeps_a_lagging_follower_out_of_the_isr():
