@@ -11,6 +11,16 @@ always `fail` (the client rolls its position back).
 protocol codes (>= -1) and librdkafka's local codes (< -1, e.g. -192 _MSG_TIMED_OUT).
 Following KAFKA-13574 (and Jepsen's redpanda client), NOT_LEADER_OR_FOLLOWER after a send
 is *not* definite; NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeouts and connection loss neither.
+
+A code says how the *last* attempt of a send ended. When the client may have made more than
+one (`retried=True`), a definite code proves nothing about the earlier ones, so the send is
+`info` whatever the code, as Jepsen records errors after retries. librdkafka is such a
+client even with `message.send.max.retries=0`: after NOT_LEADER_OR_FOLLOWER (and the other
+errors that ask for a metadata refresh) it sends the batch again without counting a retry,
+though that first attempt may have been appended (KAFKA-13574); the next attempt may then
+end with NOT_ENOUGH_REPLICAS at a new leader whose ISR is below min.insync.replicas, while
+the first copy, already replicated to that leader, is committed later (seen as a false
+G1a under the wipe-follower story, issue 13).
 """
 
 from __future__ import annotations
@@ -95,15 +105,16 @@ def code_name(code: int) -> str:
     return entry[0] if entry else f"ERROR_{code}"
 
 
-def classify_send(code: int | None, name: str | None = None) -> Outcome:
+def classify_send(code: int | None, name: str | None = None, *, retried: bool = False) -> Outcome:
     """The outcome of a produce that failed with `code` (None: no code, e.g. a timeout in
-    the harness): unknown codes are indeterminate."""
+    the harness): unknown codes are indeterminate, and so is every code when the client may
+    have sent the record more than once (`retried`, see the module docstring)."""
     if code is None:
         return Outcome("info", name or "TIMEOUT", None)
     entry = KAFKA_CODES.get(code) or LOCAL_CODES.get(code)
     if entry is None:
         return Outcome("info", name or f"ERROR_{code}", code)
-    return Outcome("fail" if entry[1] else "info", entry[0], code)
+    return Outcome("fail" if entry[1] and not retried else "info", entry[0], code)
 
 
 def classify_read(code: int | None, name: str | None = None) -> Outcome:
@@ -112,13 +123,16 @@ def classify_read(code: int | None, name: str | None = None) -> Outcome:
 
 
 class ClientError(Exception):
-    """A request failed with a Kafka (or librdkafka) error `code` (None: timed out locally)."""
+    """A request failed with a Kafka (or librdkafka) error `code` (None: timed out locally).
+    `retried`: the client may have sent the record in more than one attempt, and `code` is
+    the last one's (a send's outcome is then indeterminate)."""
 
-    def __init__(self, code: int | None, name: str | None = None, detail: str = ""):
+    def __init__(self, code: int | None, name: str | None = None, detail: str = "", *, retried: bool = False):
         self.code = code
         self.name = name or (code_name(code) if code is not None else "TIMEOUT")
         self.detail = detail
-        super().__init__(f"{self.name}{': ' + detail if detail else ''}")
+        self.retried = retried
+        super().__init__(f"{self.name}{': ' + detail if detail else ''}{' (may follow client retries)' if retried else ''}")
 
     def send_outcome(self) -> Outcome:
-        return classify_send(self.code, self.name)
+        return classify_send(self.code, self.name, retried=self.retried)

@@ -19,9 +19,15 @@ whose `send(topic, partition, value) -> offset` many threads call at once (async
 produce, each caller waiting for its own delivery report), for the queue workload's
 send-only processes.
 
-Producers never retry (`retries=0`, no idempotence): a retried send could duplicate a
-value, and the checker would have to tell which duplicate was ours. Values are the decimal
-text of integers; records have no key (the partition is chosen explicitly).
+Producers do not retry (`retries=0`, no idempotence): a retried send could duplicate a
+value, and the checker would have to tell which duplicate was ours. librdkafka still sends a
+batch again, without counting a retry, after NOT_LEADER_OR_FOLLOWER and the other errors
+that ask for a metadata refresh, though the first attempt may have been appended
+(KAFKA-13574): an error in a librdkafka delivery report is the last attempt's, so the send
+is indeterminate whatever the code (`ClientError(retried=True)`, see workloads.errors). Only
+errors raised by `produce()` itself (never queued) keep their code's classification.
+kafka-python makes one attempt per record (retries=0). Values are the decimal text of
+integers; records have no key (the partition is chosen explicitly).
 """
 
 from __future__ import annotations
@@ -42,6 +48,12 @@ class KafkaIO(Protocol):
     def poll(self, timeout: float, max_records: int = 500) -> list[tuple[str, int, int, int]]: ...
     def high_watermark(self, topic: str, partition: int) -> int: ...
     def close(self) -> None: ...
+
+
+def _delivery_error(err: Any) -> ClientError:
+    """The error of a librdkafka delivery report: the record may have been sent more than
+    once before it (see the module docstring), so the send's outcome is indeterminate."""
+    return ClientError(err.code(), err.name(), err.str(), retried=True)
 
 
 def _value(raw: bytes | None) -> Any:
@@ -113,7 +125,7 @@ class ConfluentIO:
             p.poll(min(left, 0.5))
         err = box["err"]
         if err is not None:
-            raise ClientError(err.code(), err.name(), err.str())
+            raise _delivery_error(err)
         return int(box["offset"])
 
     def assign(self, positions: Mapping[TP, int | None]) -> None:
@@ -271,8 +283,9 @@ class ConfluentSender:
 
     `send` may be called from any number of threads at once; each call produces one record
     asynchronously and waits (at most `timeout` + 1 s) for its own delivery report, which a
-    poller thread serves. The producer's settings are `ConfluentIO`'s (no retries, no
-    idempotence), so one record is one append attempt."""
+    poller thread serves. The producer's settings are `ConfluentIO`'s (no counted retries,
+    no idempotence); librdkafka's uncounted resends make every delivery-report error
+    indeterminate (module docstring)."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
         io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
@@ -307,7 +320,7 @@ class ConfluentSender:
             raise ClientError(None, "TIMEOUT", f"no delivery report in {self.timeout + 1.0:g} s")
         err = box["err"]
         if err is not None:
-            raise ClientError(err.code(), err.name(), err.str())
+            raise _delivery_error(err)
         return int(box["offset"])
 
     def close(self) -> None:

@@ -1,0 +1,93 @@
+"""A send's error after client-side retries is indeterminate (issue 13's false G1a).
+
+librdkafka sends a batch again, without counting a retry (so even with
+message.send.max.retries=0), after NOT_LEADER_OR_FOLLOWER, which may follow an append
+(KAFKA-13574). Under the wipe-follower story the second attempt met the new leader with an
+ISR below min.insync.replicas and ended NOT_ENOUGH_REPLICAS, a definite code, while the
+first copy, already on that leader, was committed and read later: the history said the
+send definitely failed, and the checker reported an aborted read (G1a). The delivery
+report's code is the last attempt's, so such a send is `info`. (A unit test of
+workloads.kafka_io with a stand-in producer; the real client runs in the end-to-end tests.)"""
+
+from __future__ import annotations
+
+import confluent_kafka as ck
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from workloads.errors import KAFKA_CODES, LOCAL_CODES, ClientError, classify_send
+from workloads.kafka_io import ConfluentIO, ConfluentSender
+from workloads.queue import send_mops
+
+NOT_ENOUGH_REPLICAS = 19
+
+
+@given(st.one_of(st.none(), st.sampled_from(sorted({*KAFKA_CODES, *LOCAL_CODES})), st.integers(-300, 200)))
+def test_every_code_is_indeterminate_after_client_retries(code):
+    assert classify_send(code, retried=True).type == "info"
+    assert ClientError(code, retried=True).send_outcome().type == "info"
+
+
+def test_not_enough_replicas_is_definite_only_from_a_single_attempt():
+    assert ClientError(NOT_ENOUGH_REPLICAS).send_outcome().type == "fail"  # kafka-python, retries=0: one attempt
+    o = ClientError(NOT_ENOUGH_REPLICAS, retried=True).send_outcome()
+    assert (o.type, o.name) == ("info", "NOT_ENOUGH_REPLICAS")
+
+
+class Producer:
+    """Stands in for a confluent_kafka.Producer: produce() raises `raises`, or the delivery
+    report (served by poll(), or at once) carries `report`."""
+
+    def __init__(self, report=None, raises=None):
+        self.report, self.raises, self.at_once = report, raises, False
+        self.callbacks = []
+
+    def produce(self, topic, value=None, partition=None, on_delivery=None):
+        if self.raises is not None:
+            raise self.raises
+        self.callbacks.append(on_delivery)
+        if self.at_once:
+            self.poll(0)
+
+    def poll(self, _timeout=0):
+        while self.callbacks:
+            self.callbacks.pop(0)(self.report, None)
+        return 0
+
+
+def confluent_io(producer):
+    io = ConfluentIO("127.0.0.1:1", timeout=1.0)
+    io._producer = producer
+    return io
+
+
+def sender(producer):
+    s = object.__new__(ConfluentSender)  # no poller thread: the stand-in reports at once
+    s._ck, s.timeout, s._producer = ck, 1.0, producer
+    producer.at_once = True
+    return s
+
+
+CLIENTS = pytest.mark.parametrize("make", [confluent_io, sender], ids=["ConfluentIO", "ConfluentSender"])
+
+
+@CLIENTS
+def test_a_delivery_report_error_makes_the_send_info(make):
+    client = make(Producer(report=ck.KafkaError(NOT_ENOUGH_REPLICAS)))
+    with pytest.raises(ClientError) as e:
+        client.send("t", 0, 7)
+    assert e.value.code == NOT_ENOUGH_REPLICAS and e.value.retried and e.value.send_outcome().type == "info"
+    out = send_mops([["send", "t-0", 7]], make(Producer(report=ck.KafkaError(NOT_ENOUGH_REPLICAS))).send)
+    assert out["type"] == "info" and out["error"].startswith("NOT_ENOUGH_REPLICAS")
+
+
+@CLIENTS
+def test_an_error_raised_by_produce_keeps_its_codes_class(make):
+    """produce() raising means the record was never queued: one (no) attempt."""
+    full = make(Producer(raises=BufferError("queue full")))
+    assert send_mops([["send", "t-0", 7]], full.send)["type"] == "fail"
+    unknown = make(Producer(raises=ck.KafkaException(ck.KafkaError(ck.KafkaError._UNKNOWN_PARTITION))))
+    with pytest.raises(ClientError) as e:
+        unknown.send("t", 0, 7)
+    assert not e.value.retried and e.value.send_outcome().type == "fail"
