@@ -6,52 +6,41 @@ known property and returns `BrokerSettings`. Bad input raises `ConfigError` (an
 `InputError`: one line naming the property and where it came from; exit 254).
 Unknown properties are kept in `unknown` (the broker logs them once, like Kafka).
 
+Names, types, defaults and scopes come from the one table, `broker/core/properties.py`.
 Defaults are Kafka's, except that a node without `process.roles` is a controller when
 `controller.quorum.voters` is absent or names it (and a broker in both cases), so that
 ``wrack-broker --override node.id=0 --override listeners=PLAINTEXT://127.0.0.1:9092
 --override log.dirs=/tmp/x`` starts a working single node.
+
+`broker_config_entries` and `topic_config_entries` are what DescribeConfigs answers.
 """
 
 from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.core import safeguards as sg
-from broker.core.controller import RECOVERY_STRATEGIES
+from broker.core import properties as props
+from broker.core.properties import ConfigSource, ConfigType, Listener, Property, Scope, Voter
 from harness.errors import InputError
+
+__all__ = ["BrokerSettings", "ConfigEntry", "ConfigError", "Listener", "Voter", "broker_config_entries",
+           "load_settings", "parse_override", "parse_properties", "settings_from", "topic_config_entries"]
 
 
 class ConfigError(InputError):
     """A bad property: the message names it and its source (FILE:LINE or --override)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Listener:
-    """One `listeners` entry: NAME://host:port (host '' binds every interface)."""
-
-    name: str
-    host: str
-    port: int
-
-
-@dataclass(frozen=True, slots=True)
-class Voter:
-    """One `controller.quorum.voters` entry: id@host:port."""
-
-    node_id: int
-    host: str
-    port: int
-
-
 @dataclass(frozen=True)
 class BrokerSettings:
-    """Everything the process needs, validated. Field names follow the Kafka property
-    names (dots become underscores)."""
+    """Everything the process needs, validated. Each field is set by the property whose
+    `field` names it in `broker.core.properties.PROPERTIES` (from the value given or the
+    table's default; field names follow the property names, dots become underscores)."""
 
     node_id: int
     process_roles: frozenset[str]
@@ -62,47 +51,47 @@ class BrokerSettings:
     controller_quorum_voters: tuple[Voter, ...]
     log_dirs: tuple[str, ...]
     metadata_log_dir: str
-    cluster_id: str = "wrack-cluster"
+    cluster_id: str
     # topics and clients
-    min_insync_replicas: int = 1
-    default_replication_factor: int = 1
-    num_partitions: int = 1
-    auto_create_topics_enable: bool = True
-    message_max_bytes: int = 1048588
-    socket_request_max_bytes: int = 104857600
+    min_insync_replicas: int
+    default_replication_factor: int
+    num_partitions: int
+    auto_create_topics_enable: bool
+    message_max_bytes: int
+    socket_request_max_bytes: int
     # replication and the controller
-    broker_heartbeat_interval_ms: int = 2000
-    broker_session_timeout_ms: int = 9000
-    replica_lag_time_max_ms: int = 30000
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_backoff_ms: int = 1000
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1000
-    replica_fetch_max_bytes: int = 1048576
-    replica_socket_timeout_ms: int = 30000
-    replica_high_watermark_checkpoint_interval_ms: int = 5000
-    socket_connection_setup_timeout_ms: int = 10000
-    link_timeout_ms: int = 3000
+    broker_heartbeat_interval_ms: int
+    broker_session_timeout_ms: int
+    replica_lag_time_max_ms: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_backoff_ms: int
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    replica_fetch_max_bytes: int
+    replica_socket_timeout_ms: int
+    replica_high_watermark_checkpoint_interval_ms: int
+    socket_connection_setup_timeout_ms: int
+    link_timeout_ms: int
     # the controller quorum (KRaft's controller.quorum.*)
-    controller_quorum_election_timeout_ms: int = 1000
-    controller_quorum_fetch_timeout_ms: int = 2000
-    controller_quorum_request_timeout_ms: int = 2000
-    controller_quorum_retry_backoff_ms: int = 20
+    controller_quorum_election_timeout_ms: int
+    controller_quorum_fetch_timeout_ms: int
+    controller_quorum_request_timeout_ms: int
+    controller_quorum_retry_backoff_ms: int
     # liveness tests only: a broker started again on a data dir it started from before never
     # registers (never serves again), a cluster that cannot recover (checkers.liveness)
-    test_never_serve_after_restart: bool = False
-    unclean_leader_election_enable: bool = False
-    unclean_recovery_strategy: str = "balanced"
-    safeguards_off: frozenset[str] = frozenset()
-    controlled_shutdown_timeout_ms: int = 8000
+    test_never_serve_after_restart: bool
+    unclean_leader_election_enable: bool
+    unclean_recovery_strategy: str
+    safeguards_off: frozenset[str]
+    controlled_shutdown_timeout_ms: int
     # consumer groups
-    group_initial_rebalance_delay_ms: int = 3000
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    # logging
-    log_file: str | None = None
-    log_level: str = "INFO"
-    # storage properties (log.*), validated here, interpreted by broker/storage
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    # logging (log_file None: <first log dir>/wrack-broker.log; "": stderr only)
+    log_file: str | None
+    log_level: str
+    # storage properties (scope storage) as given, validated here, interpreted by broker/storage
     storage: dict[str, str] = field(default_factory=dict)
     # every property as given (after overrides), and those this broker does not know
     raw: dict[str, str] = field(default_factory=dict)
@@ -173,193 +162,6 @@ def parse_override(arg: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
-# ---------------------------------------------------------------- value parsers
-def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
-    def parse(v: str) -> int:
-        try:
-            n = int(v)
-        except ValueError:
-            raise ValueError(f"expected an integer, got {v!r}") from None
-        if lo is not None and n < lo:
-            raise ValueError(f"must be at least {lo}, got {n}")
-        if hi is not None and n > hi:
-            raise ValueError(f"must be at most {hi}, got {n}")
-        return n
-
-    return parse
-
-
-def _bool(v: str) -> bool:
-    if v.lower() in ("true", "false"):
-        return v.lower() == "true"
-    raise ValueError(f"expected true or false, got {v!r}")
-
-
-def _listeners(v: str) -> tuple[Listener, ...]:
-    out = []
-    for item in filter(None, (x.strip() for x in v.split(","))):
-        m = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:/]*):(\d+)", item)
-        if m is None:
-            raise ValueError(f"{item!r} is not NAME://host:port")
-        port = int(m.group(3))
-        if not 0 <= port <= 65535:
-            raise ValueError(f"{item!r}: port out of range")
-        out.append(Listener(m.group(1).upper(), m.group(2).strip("[]"), port))
-    if not out:
-        raise ValueError("no listener given")
-    names = [li.name for li in out]
-    if len(set(names)) != len(names):
-        raise ValueError(f"listener names must be unique, got {', '.join(names)}")
-    return tuple(out)
-
-
-def _voters(v: str) -> tuple[Voter, ...]:
-    out = []
-    for item in filter(None, (x.strip() for x in v.split(","))):
-        m = re.fullmatch(r"(\d+)@(\[[^\]]*\]|[^:@]+):(\d+)", item)
-        if m is None:
-            raise ValueError(f"{item!r} is not id@host:port")
-        out.append(Voter(int(m.group(1)), m.group(2).strip("[]"), int(m.group(3))))
-    if not out:
-        raise ValueError("no voter given")
-    ids = [x.node_id for x in out]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"voter ids must be unique, got {', '.join(map(str, ids))}")
-    return tuple(out)
-
-
-def _roles(v: str) -> frozenset[str]:
-    roles = frozenset(x.strip().lower() for x in v.split(",") if x.strip())
-    bad = roles - {"broker", "controller"}
-    if bad or not roles:
-        raise ValueError(f"expected broker, controller or both, got {v!r}")
-    return roles
-
-
-def _names(v: str) -> tuple[str, ...]:
-    names = tuple(x.strip().upper() for x in v.split(",") if x.strip())
-    if not names:
-        raise ValueError("no listener name given")
-    return names
-
-
-def _dirs(v: str) -> tuple[str, ...]:
-    dirs = tuple(x.strip() for x in v.split(",") if x.strip())
-    if not dirs:
-        raise ValueError("no directory given")
-    return dirs
-
-
-def _strategy(v: str) -> str:
-    if v not in RECOVERY_STRATEGIES:
-        raise ValueError(f"expected one of {', '.join(RECOVERY_STRATEGIES)}, got {v!r}")
-    return v
-
-
-def _safeguards(v: str) -> frozenset[str]:
-    try:
-        return sg.parse_config(v)
-    except sg.UnknownSafeguard as e:
-        raise ValueError(str(e)) from None
-
-
-def _level(v: str) -> str:
-    if v.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ValueError(f"expected DEBUG, INFO, WARNING or ERROR, got {v!r}")
-    return v.upper()
-
-
-def _protocol_map(v: str) -> dict[str, str]:
-    out = {}
-    for item in filter(None, (x.strip() for x in v.split(","))):
-        name, sep, proto = item.partition(":")
-        if not sep:
-            raise ValueError(f"{item!r} is not NAME:PROTOCOL")
-        if proto.strip().upper() != "PLAINTEXT":
-            raise ValueError(f"{name}: only PLAINTEXT is supported, got {proto!r}")
-        out[name.strip().upper()] = "PLAINTEXT"
-    return out
-
-
-_LONG = _int(-(2**63), 2**63 - 1)
-_POS = _int(1, 2**31 - 1)
-_MS = _int(0, 2**31 - 1)
-
-# property -> (settings field or None, parser)
-_SHELL: dict[str, tuple[str | None, Callable[[str], Any]]] = {
-    "node.id": ("node_id", _int(0, 2**31 - 1)),
-    "broker.id": ("node_id", _int(0, 2**31 - 1)),
-    "process.roles": ("process_roles", _roles),
-    "listeners": ("listeners", _listeners),
-    "advertised.listeners": ("advertised_listeners", _listeners),
-    "controller.listener.names": ("controller_listener_names", _names),
-    "inter.broker.listener.name": ("inter_broker_listener_name", lambda v: _names(v)[0]),
-    "listener.security.protocol.map": (None, _protocol_map),
-    "controller.quorum.voters": ("controller_quorum_voters", _voters),
-    "controller.quorum.election.timeout.ms": ("controller_quorum_election_timeout_ms", _POS),
-    "controller.quorum.fetch.timeout.ms": ("controller_quorum_fetch_timeout_ms", _POS),
-    "controller.quorum.request.timeout.ms": ("controller_quorum_request_timeout_ms", _POS),
-    "controller.quorum.retry.backoff.ms": ("controller_quorum_retry_backoff_ms", _POS),
-    "log.dirs": ("log_dirs", _dirs),
-    "log.dir": ("log_dirs", _dirs),
-    "metadata.log.dir": ("metadata_log_dir", lambda v: _dirs(v)[0]),
-    "cluster.id": ("cluster_id", lambda v: v or "wrack-cluster"),
-    "min.insync.replicas": ("min_insync_replicas", _POS),
-    "default.replication.factor": ("default_replication_factor", _int(1, 32767)),
-    "num.partitions": ("num_partitions", _POS),
-    "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
-    "message.max.bytes": ("message_max_bytes", _int(0, 2**31 - 1)),
-    "socket.request.max.bytes": ("socket_request_max_bytes", _POS),
-    "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _POS),
-    "broker.session.timeout.ms": ("broker_session_timeout_ms", _POS),
-    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _POS),
-    "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _MS),
-    "replica.fetch.backoff.ms": ("replica_fetch_backoff_ms", _MS),
-    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _POS),
-    "retry.backoff.ms": ("retry_backoff_ms", _POS),
-    "retry.backoff.max.ms": ("retry_backoff_max_ms", _POS),
-    "replica.socket.timeout.ms": ("replica_socket_timeout_ms", _POS),
-    "replica.high.watermark.checkpoint.interval.ms": ("replica_high_watermark_checkpoint_interval_ms", _POS),
-    "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _POS),
-    "wrack.link.timeout.ms": ("link_timeout_ms", _int(100, 2**31 - 1)),
-    "wrack.test.never.serve.after.restart": ("test_never_serve_after_restart", _bool),
-    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool),
-    "unclean.recovery.strategy": ("unclean_recovery_strategy", _strategy),
-    "wrack.safeguards.off": ("safeguards_off", _safeguards),
-    "controlled.shutdown.enable": (None, _bool),
-    "wrack.controlled.shutdown.timeout.ms": ("controlled_shutdown_timeout_ms", _POS),
-    "group.initial.rebalance.delay.ms": ("group_initial_rebalance_delay_ms", _MS),
-    "group.min.session.timeout.ms": ("group_min_session_timeout_ms", _POS),
-    "group.max.session.timeout.ms": ("group_max_session_timeout_ms", _POS),
-    "wrack.log.file": ("log_file", lambda v: v or None),
-    "wrack.log.level": ("log_level", _level),
-}
-
-# Storage properties (broker/storage's StorageConfig reads them from `settings.storage`).
-STORAGE_PROPERTIES: dict[str, Callable[[str], Any]] = {
-    "log.segment.bytes": _int(14, 2**31 - 1),
-    "log.index.interval.bytes": _int(0, 2**31 - 1),
-    "log.flush.interval.messages": _int(1, 2**63 - 1),
-    "log.flush.interval.ms": _int(0, 2**63 - 1),
-    "log.flush.scheduler.interval.ms": _int(0, 2**63 - 1),
-    "log.flush.offset.checkpoint.interval.ms": _int(0, 2**31 - 1),
-    "log.retention.ms": _LONG,
-    "log.retention.minutes": _LONG,
-    "log.retention.hours": _LONG,
-    "log.retention.bytes": _LONG,
-    "log.retention.check.interval.ms": _int(1, 2**63 - 1),
-}
-
-# Kafka properties accepted without effect (tuning knobs of Kafka's own implementation).
-IGNORED = frozenset({
-    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "offsets.topic.replication.factor",
-    "transaction.state.log.replication.factor", "transaction.state.log.min.isr", "log.cleaner.enable",
-    "zookeeper.connect", "group.coordinator.rebalance.protocols", "eligible.leader.replicas.enable",
-    "log.segment.delete.delay.ms", "log.message.timestamp.type",
-})
-
-
 def load_settings(config_file: str | None = None, overrides: Iterable[str] = ()) -> BrokerSettings:
     """Read `config_file` (if any), apply `overrides` ("key=value"), validate."""
     entries: list[tuple[str, str, str]] = []
@@ -390,29 +192,30 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
         return ConfigError(f"{where.get(key, 'config')}: {key}: {msg}")
 
     for k, v in raw.items():
-        if k in _SHELL:
-            name, parse = _SHELL[k]
-            try:
-                parsed = parse(v)
-            except ValueError as e:
-                raise fail(k, str(e)) from None
-            if name is not None and not (name == "node_id" and k == "broker.id" and "node.id" in raw):
-                values[name] = parsed
-        elif k in STORAGE_PROPERTIES:
-            try:
-                STORAGE_PROPERTIES[k](v)
-            except ValueError as e:
-                raise fail(k, str(e)) from None
-            storage[k] = v
-        elif k not in IGNORED:
+        p = props.lookup(k)
+        if p is None:
             unknown.append(k)
-    if "node_id" not in values:
+            continue
+        if p.ignored:
+            continue
+        try:
+            parsed = p.parse(v)
+        except ValueError as e:
+            raise fail(k, str(e)) from None
+        if Scope.STORAGE in p.scopes:
+            storage[k] = v
+        elif p.field is not None and (k == p.name or p.name not in raw):  # the name wins over an alias
+            values[p.field] = parsed
+    for p in props.in_scope(Scope.BROKER):
+        if p.field is not None and p.field not in values:
+            values[p.field] = p.default_value()  # None: computed below
+    if values["node_id"] is None:
         raise ConfigError("node.id is required (--override node.id=N)")
     nid = values["node_id"]
-    listeners = values.get("listeners", (Listener("PLAINTEXT", "", 9092),))
-    ctl_names = values.get("controller_listener_names", ("CONTROLLER",))
-    voters = values.get("controller_quorum_voters")
-    roles = values.get("process_roles")
+    listeners = values["listeners"]
+    ctl_names = values["controller_listener_names"]
+    voters = values["controller_quorum_voters"]
+    roles = values["process_roles"]
     voter_ids = [v.node_id for v in voters] if voters is not None else None
     if roles is None:
         roles = frozenset({"broker", "controller"}) if voter_ids is None or nid in voter_ids else frozenset({"broker"})
@@ -434,11 +237,12 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
         raise fail("listeners", f"a controller-only node needs a controller listener ({', '.join(ctl_names)})")
     if "controller" in roles and len(roles) == 1 and client:
         raise fail("listeners", f"a controller-only node serves no clients: {', '.join(li.name for li in client)}")
-    ibl = values.get("inter_broker_listener_name", "PLAINTEXT" if any(li.name == "PLAINTEXT" for li in client) else
-                     (client[0].name if client else "PLAINTEXT"))
+    ibl = values["inter_broker_listener_name"]
+    if ibl is None:
+        ibl = "PLAINTEXT" if any(li.name == "PLAINTEXT" for li in client) else (client[0].name if client else "PLAINTEXT")
     if "broker" in roles and not any(li.name == ibl for li in client):
         raise fail("inter.broker.listener.name", f"no listener named {ibl}")
-    advertised = values.get("advertised_listeners")
+    advertised = values["advertised_listeners"]
     if advertised is None:
         advertised = tuple(
             Listener(li.name, socket.gethostname() if li.host in ("", "0.0.0.0", "::") else li.host, li.port) for li in client
@@ -448,20 +252,72 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
             raise fail("advertised.listeners", f"{li.name} is a controller listener")
         if not li.host or li.host in ("0.0.0.0", "::"):
             raise fail("advertised.listeners", f"{li.name}: advertise a reachable host, not {li.host!r}")
-    log_dirs = values.get("log_dirs", ("/tmp/kafka-logs",))
-    return BrokerSettings(
-        **{k: v for k, v in values.items() if k not in ("listeners", "advertised_listeners", "process_roles",
-                                                          "controller_listener_names", "controller_quorum_voters",
-                                                          "log_dirs", "metadata_log_dir", "inter_broker_listener_name")},
+    values.update(
         process_roles=roles,
-        listeners=listeners,
         advertised_listeners=advertised,
-        controller_listener_names=ctl_names,
         inter_broker_listener_name=ibl,
         controller_quorum_voters=voters,
-        log_dirs=log_dirs,
-        metadata_log_dir=values.get("metadata_log_dir", log_dirs[0]),
-        storage=storage,
-        raw=raw,
-        unknown=tuple(unknown),
+        metadata_log_dir=values["metadata_log_dir"] or values["log_dirs"][0],
     )
+    return BrokerSettings(**values, storage=storage, raw=raw, unknown=tuple(unknown))
+
+
+# ---------------------------------------------------------------- DescribeConfigs
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One DescribeConfigs answer: a property's value (None: no value) and where it came from."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    doc: str
+
+
+def _given(p: Property, raw: Mapping[str, str]) -> bool:
+    return any(n in raw for n in (p.name, *p.aliases))
+
+
+def _broker_value(p: Property, s: BrokerSettings) -> str | None:
+    """What the broker runs with: the settings' value, else the text given, else the default."""
+    if p.ignored:
+        return p.default  # what is given has no effect
+    if p.field is not None and Scope.BROKER in p.scopes:
+        value = getattr(s, p.field)
+        return None if value is None else p.type.show(value)
+    if p.name in s.raw:
+        return p.type.show(p.parse(s.raw[p.name]))
+    return p.default
+
+
+def _broker_entry(p: Property, s: BrokerSettings, name: str) -> ConfigEntry:
+    given = _given(p, s.raw) and not p.ignored
+    return ConfigEntry(name, _broker_value(p, s), ConfigSource.STATIC_BROKER_CONFIG if given else ConfigSource.DEFAULT_CONFIG,
+                       p.type.config_type, p.doc)
+
+
+def broker_config_entries(s: BrokerSettings) -> dict[str, ConfigEntry]:
+    """A broker's DescribeConfigs: every broker and storage property of the table (from
+    the properties given: STATIC_BROKER_CONFIG, else DEFAULT_CONFIG), and every other
+    property given (an alias, an ignored or an unknown one) with its text."""
+    out = {p.name: _broker_entry(p, s, p.name) for p in props.PROPERTIES if not p.ignored}
+    for key, value in s.raw.items():
+        if key not in out:
+            p = props.lookup(key)
+            out[key] = ConfigEntry(key, value, ConfigSource.STATIC_BROKER_CONFIG,
+                                   p.type.config_type if p else ConfigType.STRING, p.doc if p else "")
+    return out
+
+
+def topic_config_entries(s: BrokerSettings, topic_configs: Mapping[str, str]) -> dict[str, ConfigEntry]:
+    """A topic's DescribeConfigs: every property with a topic name, set on the topic
+    (TOPIC_CONFIG), or else the broker's (STATIC_BROKER_CONFIG or DEFAULT_CONFIG)."""
+    out = {}
+    for name, p in props.BY_TOPIC_NAME.items():
+        if name in topic_configs:
+            out[name] = ConfigEntry(name, topic_configs[name], ConfigSource.TOPIC_CONFIG, p.type.config_type, p.doc)
+        else:
+            out[name] = _broker_entry(p, s, name)
+    for name, value in topic_configs.items():  # none unless an older broker stored it
+        out.setdefault(name, ConfigEntry(name, value, ConfigSource.TOPIC_CONFIG, ConfigType.STRING, ""))
+    return out

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import crc32c
 from kio.schema.errors import ErrorCode
 
+from broker.config import ConfigEntry, broker_config_entries, topic_config_entries
 from broker.core.broker import MAX_TIMESTAMP
 from broker.core.messages import (
     NO_LEADER,
@@ -35,6 +36,7 @@ from broker.core.messages import (
     ProduceRequest,
     TopicPartition,
 )
+from broker.core.properties import ConfigSource, ConfigType
 from broker.server.offsets import Committed, coordinator_for
 from broker.wire import kafka as k
 from broker.wire.fetch_codec import PartitionData, TopicData, encode_fetch_response
@@ -47,6 +49,7 @@ E = ErrorCode
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _BATCH_HEAD = struct.Struct(">qiiBI")
 BATCH_HEADER_SIZE = 61
+FLUSH_POLICY = "wrack.flush.policy"  # a read-only DescribeConfigs line, not a property
 ADMIN_FALLBACK_TIMEOUT_S = 30.0  # how long a CreateTopics/DeleteTopics with timeout 0 waits for the controller
 
 
@@ -807,72 +810,37 @@ class Handlers:
                 out.append({"error_code": E.invalid_request, "error_message": f"resource type {res.resource_type} is not supported",
                             "resource_type": res.resource_type, "resource_name": res.resource_name, "configs": []})
                 continue
+            docs = bool(getattr(body, "include_documentation", False))
             configs = [
-                {"name": n, "value": v, "read_only": True, "config_source": src, "is_sensitive": False, "synonyms": [],
-                 "config_type": ctype, "documentation": None, "is_default": src == 5}
-                for n, (v, src, ctype) in sorted(entries.items()) if keys is None or n in keys
+                {"name": e.name, "value": e.value, "read_only": True, "config_source": e.source, "is_sensitive": False,
+                 "synonyms": [], "config_type": e.type, "documentation": e.doc if docs else None,
+                 "is_default": e.source == ConfigSource.DEFAULT_CONFIG}
+                for e in sorted(entries.values(), key=lambda e: e.name) if keys is None or e.name in keys
             ]
             out.append({"error_code": E.none, "error_message": None, "resource_type": res.resource_type,
                         "resource_name": res.resource_name, "configs": configs})
         req.reply({"throttle_time": 0, "results": out})
 
-    def _flush_values(self) -> tuple[str, str]:
-        st = self.s.storage
-        return st.get("log.flush.interval.messages", str(2**63 - 1)), st.get("log.flush.interval.ms", "")
+    def _topic_configs(self, name: str) -> dict[str, ConfigEntry]:
+        """Every topic property (broker/core/properties.py) and the flush policy line."""
+        entries = topic_config_entries(self.s, self.image.topics.get(name, {}))
+        entries[FLUSH_POLICY] = self._flush_policy()
+        return entries
 
-    def _topic_configs(self, name: str) -> dict[str, tuple[str | None, int, int]]:
-        """config -> (value, source, type); sources: 1 topic, 4 static broker, 5 default."""
-        topic = self.image.topics.get(name, {})
-        s = self.s
-        msgs, ms_ = self._flush_values()
-        base: dict[str, tuple[str | None, int, int]] = {
-            "min.insync.replicas": (str(s.min_insync_replicas), 4, 3),
-            "unclean.leader.election.enable": (str(s.unclean_leader_election_enable).lower(), 4, 1),
-            "unclean.recovery.strategy": (s.unclean_recovery_strategy, 4, 2),
-            "wrack.safeguards.off": (",".join(sorted(s.safeguards_off)), 4, 7),
-            "flush.messages": (msgs, 4 if "log.flush.interval.messages" in s.storage else 5, 5),
-            "flush.ms": (ms_ or str(2**63 - 1), 4 if ms_ else 5, 5),
-            "segment.bytes": (s.storage.get("log.segment.bytes", "1073741824"), 4 if "log.segment.bytes" in s.storage else 5, 3),
-            "retention.ms": ("-1", 5, 5),
-            "cleanup.policy": ("delete", 5, 7),
-            "max.message.bytes": (str(s.message_max_bytes), 4, 3),
-            "message.timestamp.type": ("CreateTime", 5, 2),
-            "wrack.flush.policy": (self._flush_policy(), 4, 2),
-        }
-        for key, value in topic.items():
-            base[key] = (value, 1, base.get(key, (None, 1, 2))[2])
-        return base
+    def _broker_configs(self) -> dict[str, ConfigEntry]:
+        """Every broker and storage property (broker/core/properties.py) and the flush policy line."""
+        entries = broker_config_entries(self.s)
+        entries[FLUSH_POLICY] = self._flush_policy()
+        return entries
 
-    def _flush_policy(self) -> str:
+    def _flush_policy(self) -> ConfigEntry:
+        """`wrack.flush.policy`: not a property but the storage's description of the flush
+        policy the log.flush.* properties make (read-only)."""
         store = self.node.store
-        return store.describe_flush_policy() if store is not None else ""
-
-    def _broker_configs(self) -> dict[str, tuple[str | None, int, int]]:
-        s = self.s
-        out: dict[str, tuple[str | None, int, int]] = {}
-        for key, value in s.raw.items():
-            out[key] = (value, 4, 2)
-        msgs, ms_ = self._flush_values()
-        defaults = {
-            "node.id": str(s.node_id),
-            "process.roles": ",".join(sorted(s.process_roles)),
-            "min.insync.replicas": str(s.min_insync_replicas),
-            "default.replication.factor": str(s.default_replication_factor),
-            "num.partitions": str(s.num_partitions),
-            "log.dirs": ",".join(s.log_dirs),
-            "log.flush.interval.messages": msgs,
-            "log.flush.interval.ms": ms_ or None,
-            "message.max.bytes": str(s.message_max_bytes),
-            "socket.request.max.bytes": str(s.socket_request_max_bytes),
-            "broker.session.timeout.ms": str(s.broker_session_timeout_ms),
-            "broker.heartbeat.interval.ms": str(s.broker_heartbeat_interval_ms),
-            "replica.lag.time.max.ms": str(s.replica_lag_time_max_ms),
-            "unclean.leader.election.enable": str(s.unclean_leader_election_enable).lower(),
-            "wrack.flush.policy": self._flush_policy(),
-        }
-        for key, value in defaults.items():
-            out.setdefault(key, (value, 5, 2))
-        return out
+        given = any(k.startswith("log.flush.") for k in self.s.storage)
+        return ConfigEntry(FLUSH_POLICY, store.describe_flush_policy() if store is not None else "",
+                           ConfigSource.STATIC_BROKER_CONFIG if given else ConfigSource.DEFAULT_CONFIG, ConfigType.STRING,
+                           "How the storage flushes (from the log.flush.* properties).")
 
 
 # ---------------------------------------------------------------- error responses
