@@ -222,9 +222,9 @@ def test_storage_config_from_kafka_properties():
     assert StorageConfig.from_properties({}) == StorageConfig()
     assert StorageConfig().retention_ms is None and StorageConfig().retention_bytes is None  # retention off by default
     assert StorageConfig.from_properties({"log.retention.ms": "5", "log.retention.hours": "1"}).retention_ms == 5
-    for props, msg in (({"log.segment.bytes": "big"}, "log.segment.bytes: 'big' is not an integer"),
-                       ({"log.segment.bytes": "0"}, "log.segment.bytes: 0 is out of range"),
-                       ({"log.flush.interval.messages": "0"}, "log.flush.interval.messages: 0 is out of range"),
-                       ({"log.segment.bytes": "4294967296"}, "must fit in an int")):
+    for props, msg in (({"log.segment.bytes": "big"}, "log.segment.bytes: expected an integer, got 'big'"),
+                       ({"log.segment.bytes": "0"}, "log.segment.bytes: must be at least 14, got 0"),
+                       ({"log.flush.interval.messages": "0"}, "log.flush.interval.messages: must be at least 1, got 0"),
+                       ({"log.segment.bytes": "4294967296"}, "log.segment.bytes: must be at most 2147483647")):
         with pytest.raises(ValueError, match=msg):
             StorageConfig.from_properties(props)
