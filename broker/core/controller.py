@@ -55,14 +55,7 @@ from broker.core.metadata import (
     TopicRecord,
 )
 from broker.core.placement import PlacementError, assign_replicas
-
-RECOVERY_STRATEGIES = ("balanced", "proactive", "manual")
-TOPIC_CONFIG_KEYS = {
-    "min.insync.replicas",
-    "unclean.leader.election.enable",
-    "unclean.recovery.strategy",
-    "wrack.safeguards.off",
-}
+from broker.core.properties import topic_value
 
 
 @dataclass(frozen=True)
@@ -433,11 +426,10 @@ class Controller:
 
         if req.name in self.image.topics:
             return fail(ErrorCode.topic_already_exists, f"topic {req.name!r} already exists")
-        configs = dict(req.configs)
-        for k, v in configs.items():
-            err = _check_topic_config(k, v)
-            if err:
-                return fail(ErrorCode.invalid_config, err)
+        try:  # the topic-settable properties of broker/core/properties.py, normalised
+            configs = {k: topic_value(k, v) for k, v in req.configs}
+        except ValueError as e:
+            return fail(ErrorCode.invalid_config, str(e))
         live = [bid for bid in self.image.brokers if self.image.is_usable(bid)]
         try:
             assignment = assign_replicas(live, req.num_partitions, req.replication_factor)
@@ -580,20 +572,3 @@ class Controller:
         order = {b: i for i, b in enumerate(reg.replicas)}
         best = max(valid, key=lambda r: (r.last_written_leader_epoch, r.log_end_offset, -order.get(r.broker_id, 0)))
         self._change(tp, acts, force_leader=best.broker_id, how=f"{rnd.strategy} unclean recovery")
-
-
-def _check_topic_config(key: str, value: str) -> str:
-    if key not in TOPIC_CONFIG_KEYS:
-        return f"unknown topic config {key!r}"
-    if key == "min.insync.replicas" and (not value.isdigit() or int(value) < 1):
-        return f"min.insync.replicas must be a positive integer, got {value!r}"
-    if key == "unclean.leader.election.enable" and value not in ("true", "false"):
-        return f"unclean.leader.election.enable must be true or false, got {value!r}"
-    if key == "unclean.recovery.strategy" and value not in RECOVERY_STRATEGIES:
-        return f"unclean.recovery.strategy must be one of {', '.join(RECOVERY_STRATEGIES)}, got {value!r}"
-    if key == "wrack.safeguards.off":
-        try:
-            sg.parse_config(value)
-        except sg.UnknownSafeguard as e:
-            return str(e)
-    return ""
