@@ -14,6 +14,7 @@ import pytest
 from broker_procs import BROKER
 from hypothesis import given
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode as E
 
 from broker.config import (
     BrokerSettings,
@@ -28,6 +29,8 @@ from broker.core.properties import LONG_MAX, ConfigSource, Scope
 from broker.records import encode_batch
 from broker.server.logstore import open_store
 from broker.storage import StorageConfig
+from broker.wire import kafka as k
+from broker.wire.client import RawClient
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"node.id": "0", "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "log.dirs": "/x"}
@@ -242,3 +245,29 @@ def test_topic_entries_come_from_the_topic_then_the_broker():
     assert src["max.message.bytes"] == ("1048588", ConfigSource.DEFAULT_CONFIG)
     assert src["cleanup.policy"] == ("delete", ConfigSource.DEFAULT_CONFIG)
     assert src["message.timestamp.type"] == ("CreateTime", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_describe_configs_on_the_wire(fleet):
+    """A real broker answers DescribeConfigs v4 from the table: sources, types and docs."""
+    b = fleet.single(extra={"log.index.size.max.bytes": "4096", "unclean.leader.election.enable": "true"}).start()
+    with RawClient(b.host, b.port) as c:
+        r = c.call(k.CREATE_TOPICS, 7, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1,
+                                                    "assignments": [], "configs": [{"name": "min.insync.replicas",
+                                                                                    "value": "1"}]}], "timeout": 10000})
+        assert r.topics[0].error_code is E.none
+        r = c.call(k.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
+            {"resource_type": 4, "resource_name": "0", "configuration_keys": ["log.index.size.max.bytes", "num.partitions"]},
+        ], "include_synonyms": False, "include_documentation": True})
+    topic, broker = ({x.name: x for x in res.configs} for res in r.results)
+    assert all(res.error_code is E.none for res in r.results)
+    assert (topic["min.insync.replicas"].value, topic["min.insync.replicas"].config_source) == ("1", ConfigSource.TOPIC_CONFIG)
+    assert (topic["segment.index.bytes"].value, topic["segment.index.bytes"].config_source) == (
+        "4096", ConfigSource.STATIC_BROKER_CONFIG)
+    assert topic["unclean.leader.election.enable"].config_source == ConfigSource.STATIC_BROKER_CONFIG
+    assert topic["segment.bytes"].config_source == ConfigSource.DEFAULT_CONFIG
+    assert topic["segment.bytes"].config_type == props.ConfigType.INT
+    assert set(broker) == {"log.index.size.max.bytes", "num.partitions"}
+    assert broker["num.partitions"].documentation == props.BY_NAME["num.partitions"].doc
+    assert broker["log.index.size.max.bytes"].config_source == ConfigSource.STATIC_BROKER_CONFIG
+    assert "Traceback" not in b.log_text()
