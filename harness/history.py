@@ -12,11 +12,8 @@ Contracts
 - `read_events` streams a file with constant memory per event. A torn last line (the
   writer died mid-line, or the tail is garbage) is dropped and counted in
   `ReadStats.dropped`; a malformed line anywhere else raises `InputError(path, line)`.
-- `pair_ops` pairs each client invoke with its completion per process. `info` and
-  never-completed ops are indeterminate (`Op.type == "info"`). An `ok`/`fail`/`info`
-  without an open invoke, or a second invoke while one is open, raises `InputError`.
-  Nemesis events (`process == "nemesis"`) are not paired; `pair_ops` passes them to the
-  `nemesis` callback if given.
+- Pairing invokes with completions is `contracts.pairing` (its rules are in its docstring);
+  `pair_ops` and `Op` are re-exported here, and `read_ops` pairs a file's events.
 """
 
 from __future__ import annotations
@@ -28,7 +25,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
+from contracts.pairing import COMPLETIONS, NEMESIS, Op, pair_ops  # noqa: F401 - re-exported
 
 try:  # orjson is several times faster on the 1M-event histories the checkers read
     import orjson as _orjson
@@ -52,8 +50,6 @@ except ImportError:  # pragma: no cover - orjson is a declared dependency
     _JSON_ERRORS = (ValueError,)
 
 TYPES = frozenset(("invoke", "ok", "fail", "info"))
-COMPLETIONS = frozenset(("ok", "fail", "info"))
-NEMESIS = "nemesis"
 
 
 def dumps(obj: Any) -> bytes:
@@ -235,97 +231,7 @@ def _short(e: Exception) -> str:
     return s[:80]
 
 
-# --------------------------------------------------------------------------- pairing
-
-
-@dataclass(slots=True)
-class Op:
-    """One client operation: its invoke and (unless it never completed) its completion.
-
-    `type` is the completion type (`ok`, `fail`, `info`); a never-completed op has type
-    `info` and `complete is None`. `value` is the completion's value when there is one,
-    else the invoke's. `line`/`ret_line` are the file lines of the two events (0 if unknown).
-    """
-
-    process: int
-    f: str
-    type: str
-    invoke: dict[str, Any]
-    complete: dict[str, Any] | None
-    line: int = 0
-    ret_line: int = 0
-
-    @property
-    def value(self) -> Any:
-        c = self.complete
-        return c.get("value") if c is not None else self.invoke.get("value")
-
-    @property
-    def index(self) -> int:
-        return self.invoke["index"]
-
-    @property
-    def ret_index(self) -> int | None:
-        return self.complete["index"] if self.complete is not None else None
-
-    @property
-    def time(self) -> int:
-        return self.invoke["time"]
-
-    @property
-    def ret_time(self) -> int | None:
-        return self.complete["time"] if self.complete is not None else None
-
-    @property
-    def indeterminate(self) -> bool:
-        return self.type == "info"
-
-
-def pair_ops(
-    events: Iterable[Any],
-    path: str | None = None,
-    *,
-    nemesis: Callable[[dict[str, Any]], None] | None = None,
-    with_lines: bool = False,
-) -> Iterator[Op]:
-    """Pair invokes with completions per process.
-
-    `events` are event dicts, or `(line, event)` pairs with `with_lines=True` (then errors
-    cite file lines). Ops are yielded in completion order, then the never-completed ones
-    (as indeterminate) in invoke order.
-    """
-    open_ops: dict[int, tuple[int, dict[str, Any]]] = {}
-    for item in events:
-        if with_lines:
-            line, ev = item
-        else:
-            ev = item
-            line = ev.get("index", -1) + 1
-        p = ev["process"]
-        if p == NEMESIS:
-            if nemesis is not None:
-                nemesis(ev)
-            continue
-        t = ev["type"]
-        if t == "invoke":
-            if p in open_ops:
-                raise InputError(
-                    f"process {p} invokes {ev['f']!r} while its op from line {open_ops[p][0]} is still open",
-                    path, line)
-            open_ops[p] = (line, ev)
-            continue
-        entry = open_ops.pop(p, None)
-        if entry is None:
-            raise InputError(f"{t} {ev['f']!r} of process {p} without an invoke", path, line)
-        inv_line, inv = entry
-        if inv["f"] != ev["f"]:
-            raise InputError(
-                f"{t} {ev['f']!r} of process {p} completes an invoke of {inv['f']!r} (line {inv_line})",
-                path, line)
-        yield Op(p, inv["f"], t, inv, ev, inv_line, line)
-    for inv_line, inv in sorted(open_ops.values(), key=lambda e: e[1]["index"]):
-        yield Op(inv["process"], inv["f"], "info", inv, None, inv_line, 0)
-
+# --------------------------------------------------------------------------- ops (paired by contracts.pairing)
 
 def read_ops(path: str | os.PathLike[str], stats: ReadStats | None = None,
              nemesis: Callable[[dict[str, Any]], None] | None = None) -> Iterator[Op]:
