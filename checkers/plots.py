@@ -77,7 +77,8 @@ def _load(path: str) -> Any:
     from checkers.queue.reader import EventFile
     from checkers.stats import op_table
 
-    tab, nemesis, last = op_table(EventFile(path), path)
+    ef = EventFile(path)
+    tab, nemesis, last = op_table(ef, path, ef.line_of)
     return QueueAnalysis(result={}, table=tab, nemesis=nemesis, last_time=last)
 
 

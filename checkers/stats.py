@@ -1,7 +1,8 @@
 """Per-run statistics: ops by f and outcome, availability overall and per fault window.
 
-- `op_table(events)` pairs invokes with completions into an `OpTable` (compact columns,
-  shared with plots and the queue checker, which builds the same table in its own pass).
+- `op_table(events)` pairs invokes with completions (`contracts.pairing`) into an `OpTable`
+  (compact columns, shared with plots and the queue checker, which builds the same table in
+  its own pass).
 - `summarize(table, windows, last_time)` is pure: from the table and the fault windows
   (`harness.history.fault_windows`) to a JSON-ready dict.
 - `run_stats(history_path)` does both for a file; for a Kafka queue history it runs the
@@ -18,11 +19,11 @@ to a fault window when it completes (or, never completed, is invoked) inside it;
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from checkers.queue.core import INFO, NEMESIS, TYPE_CODE, TYPE_NAMES, OpTable
-from harness.errors import InputError
+from checkers.queue.core import INFO, TYPE_CODE, TYPE_NAMES, OpTable
+from contracts.pairing import NEMESIS, Pairing
 from harness.history import FaultWindow, fault_windows
 
 IGNORED_FOR_AVAILABILITY = frozenset({"crash", "debug-topic-partitions"})
@@ -31,12 +32,15 @@ QUEUE_FS = frozenset({"send", "poll", "txn"})
 __all__ = ["OpTable", "op_table", "run_stats", "summarize"]
 
 
-def op_table(events: Iterable[dict[str, Any]], path: str | None = None
-             ) -> tuple[OpTable, list[dict[str, Any]], int]:
-    """(table, nemesis events, last time) from validated event dicts."""
+def op_table(events: Iterable[dict[str, Any]], path: str | None = None,
+             line_of: Callable[[int], int] | None = None) -> tuple[OpTable, list[dict[str, Any]], int]:
+    """(table, nemesis events, last time) from event dicts, paired by `contracts.pairing`
+    (bad pairs raise `InputError` citing `line_of(position)`, default position + 1)."""
     tab = OpTable()
     nemesis: list[dict[str, Any]] = []
-    open_ops: dict[Any, dict[str, Any]] = {}
+    pairing = Pairing(path, line_of)
+    invoke = pairing.invoke
+    complete = pairing.complete
     last = 0
     for pos, ev in enumerate(events):
         p = ev["process"]
@@ -46,18 +50,13 @@ def op_table(events: Iterable[dict[str, Any]], path: str | None = None
         if p == NEMESIS:
             nemesis.append(ev)
             continue
-        typ = ev["type"]
-        if typ == "invoke":
-            if p in open_ops:
-                raise InputError(f"process {p} invokes {ev['f']!r} while another op is open", path, pos + 1)
-            open_ops[p] = ev
+        if ev["type"] == "invoke":
+            invoke(ev, pos)
             continue
-        inv = open_ops.pop(p, None)
-        if inv is None:
-            raise InputError(f"{typ} {ev['f']!r} of process {p} without an invoke", path, pos + 1)
-        tab.add(p, inv["f"], TYPE_CODE[typ], inv.get("time", inv.get("index", pos)), t)
-    for p, inv in sorted(open_ops.items(), key=lambda kv: kv[1].get("index", 0)):
-        tab.add(p, inv["f"], INFO, inv.get("time", inv.get("index", 0)), None)
+        inv, inv_pos = complete(ev, pos)
+        tab.add(p, inv["f"], TYPE_CODE[ev["type"]], inv.get("time", inv.get("index", inv_pos)), t)
+    for inv, inv_pos in pairing.never_completed():
+        tab.add(inv["process"], inv["f"], INFO, inv.get("time", inv.get("index", inv_pos)), None)
     return tab, nemesis, last
 
 
@@ -123,7 +122,7 @@ def run_stats(history_path: str | os.PathLike[str]) -> dict[str, Any]:
 
         return analyze_file(path).result["stats"]
     ef = EventFile(path)
-    tab, nemesis, last = op_table(ef, path)
+    tab, nemesis, last = op_table(ef, path, ef.line_of)
     return summarize(tab, fault_windows(nemesis), last_time=last)
 
 

@@ -2,9 +2,10 @@
 
 `read_history` streams history.jsonl into Arrow record batches of the `ops` schema and
 collects nemesis fault windows. It never raises on a bad history: it stops at the first
-line it cannot use (malformed JSON, a bad field, an `ok` without an invoke, a second
-invoke while one is open) and reports it in `HistoryStats.damage` with the number of
-lines it did not ingest. A torn last line (harness killed mid-write) is damage too.
+line it cannot use (malformed JSON, a bad field, or an event `contracts.pairing` refuses:
+an `ok` without an invoke, a second invoke while one is open, a completion of another `f`)
+and reports it in `HistoryStats.damage` with the number of lines it did not ingest. A torn
+last line (harness killed mid-write) is damage too.
 Operations still open at the end (or at the damage) become indeterminate (`info`).
 
 `runs_row` builds the `runs` row from test.json, results.json and those stats;
@@ -24,8 +25,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.errors import InputError
-from harness.history import NEMESIS, TYPES, fault_windows, loads, validate_event
+from contracts.errors import InputError
+from contracts.pairing import NEMESIS, Pairing, same_line
+from harness.history import TYPES, fault_windows, loads, validate_event
 from pipeline.schemas import OPS, OPTION_COLUMNS, verdict_str
 
 QUEUE_FS = frozenset(("send", "poll", "txn"))
@@ -248,7 +250,7 @@ def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = 
     `times_of`: event indices whose times to record in `stats.times`.
     """
     cols = _Cols(run_id, stats.keys)
-    open_ops: dict[int, dict[str, Any]] = {}
+    pairing = Pairing(path, same_line)  # positions are file lines
     nemesis: list[dict[str, Any]] = []
     try:
         stats.bytes = os.path.getsize(path)
@@ -285,18 +287,9 @@ def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = 
                     nemesis.append(ev)
                     stats.nemesis_events += 1
                 elif ev["type"] == "invoke":
-                    if p in open_ops:
-                        raise InputError(f"process {p} invokes while its op at index "
-                                         f"{open_ops[p]['index']} is still open")
-                    open_ops[p] = ev
+                    pairing.invoke(ev, lineno)
                 else:
-                    inv = open_ops.pop(p, None)
-                    if inv is None:
-                        raise InputError(f"{ev['type']} {ev['f']!r} of process {p} without an invoke")
-                    if inv["f"] != ev["f"]:
-                        raise InputError(f"{ev['type']} {ev['f']!r} of process {p} completes an invoke of "
-                                         f"{inv['f']!r}")
-                    op_rows += _emit(cols, inv, ev)
+                    op_rows += _emit(cols, pairing.complete(ev, lineno)[0], ev)
                     ops_n += 1
             except InputError as e:
                 rest = sum(1 for _ in lines)
@@ -319,7 +312,7 @@ def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = 
         stats.lines = lineno
     finally:
         f.close()
-    for inv in sorted(open_ops.values(), key=lambda e: e["index"]):
+    for inv, _line in pairing.never_completed():
         stats.op_rows += _emit(cols, inv, None)
         stats.ops += 1
     if cols.n:

@@ -21,8 +21,9 @@ from typing import Any
 
 from checkers.linearizable.models import Model, composite, get_model
 from checkers.linearizable.search import Search, Spec
-from harness.errors import InputError
-from harness.history import Op, pair_ops, validate_event
+from contracts.errors import InputError
+from contracts.pairing import Op, pair_ops
+from harness.history import validate_event
 
 DEFAULT_MAX_CONFIGS = 10_000_000
 _FIRST_SLICE = 2_000

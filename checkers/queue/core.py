@@ -26,12 +26,12 @@ import time as _time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
+from contracts.pairing import NEMESIS, Pairing
 
 OK, INFO, FAIL = 0, 1, 2
 TYPE_CODE = {"ok": OK, "info": INFO, "fail": FAIL}
 TYPE_NAMES = ("ok", "info", "fail")
-NEMESIS = "nemesis"
 NAN = float("nan")
 GAP_LIMIT = 1 << 16  # offsets further than this past the read-list end skip the accelerator list
 
@@ -118,7 +118,7 @@ class QueuePass:
         self.info_sends: list[tuple[int, str, Any, int | None]] = []  # (op, k, v, offset)
         self.op_process: dict[int, Any] = {}  # op -> process, for ops that appear in examples
         # per process
-        self.open: dict[Any, tuple[dict[str, Any], int]] = {}  # process -> (invoke, its position)
+        self.pairing = Pairing()  # open invokes; positions are event positions in the pass
         # process -> key -> [next offset (last one an ok poll read + 1), that op, the key's read list]
         self.ppos: dict[Any, dict[str, list[Any]]] = {}
         self.psend: dict[Any, dict[str, tuple[int | None, Any, int]]] = {}
@@ -140,6 +140,8 @@ class QueuePass:
     def feed(self, events: Iterable[dict[str, Any]], where: Callable[[int], tuple[str | None, int | None]]
              ) -> None:
         """Consume `events`; `where(position)` names the (path, line) of a bad event."""
+        self.pairing.path = where(0)[0]
+        self.pairing.line_of = lambda pos: where(pos)[1]
         try:
             self._feed(events)
         except Bad as e:
@@ -156,7 +158,8 @@ class QueuePass:
     _current: Any = None
 
     def _feed(self, events: Iterable[dict[str, Any]]) -> None:  # noqa: C901 - the hot loop, kept flat
-        open_ops = self.open
+        invoke = self.pairing.invoke
+        complete = self.pairing.complete
         ppos_all = self.ppos
         okl = self.okl
         poll_key = self._poll_key
@@ -186,26 +189,16 @@ class QueuePass:
                     self.nemesis.append(ev)
                     continue
                 if typ == "invoke":
-                    if p.__class__ is not int:
-                        raise Bad(f"bad process {p!r} (expected an integer or \"nemesis\")")
-                    if p in open_ops:
-                        raise Bad(f"process {p} invokes {ev['f']!r} while its op from event "
-                                  f"{open_ops[p][1] + 1} is still open")
-                    open_ops[p] = (ev, n - 1)
+                    invoke(ev, n - 1)
                     continue
-                entry = open_ops.pop(p, None)
-                if entry is None:
-                    raise Bad(f"{typ} {ev['f']!r} of process {p} without an invoke")
-                inv = entry[0]
+                inv, inv_pos = complete(ev, n - 1)
                 f = ev["f"]
-                if inv["f"] != f:
-                    raise Bad(f"{typ} {f!r} of process {p} completes an invoke of {inv['f']!r}")
                 tc = TYPE_CODE[typ]
                 idx = ev.get("index", n - 1)
                 t = ev.get("time", idx)
                 t0 = inv.get("time")
                 if t0 is None:
-                    t0 = inv.get("index", entry[1])
+                    t0 = inv.get("index", inv_pos)
                 c = f_codes.get(f)
                 if c is None:
                     c = tab.f_code(f)
@@ -295,7 +288,8 @@ class QueuePass:
 
     def finish_open(self, where: Callable[[int], tuple[str | None, int | None]]) -> None:
         """Ops never completed are indeterminate: treat them as `info` completions."""
-        for p, (inv, pos) in sorted(self.open.items(), key=lambda kv: kv[1][1]):
+        for inv, pos in self.pairing.never_completed():
+            p = inv["process"]
             f = inv["f"]
             idx = inv.get("index", pos)
             t = inv.get("time", idx)
@@ -313,7 +307,6 @@ class QueuePass:
                     raise
                 path, line = where(pos)
                 raise InputError(msg, path, line) from e
-        self.open.clear()
 
     # ------------------------------------------------------------------ helpers
 

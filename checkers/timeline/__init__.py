@@ -36,6 +36,9 @@ from typing import Any
 
 import orjson
 
+from contracts.errors import InputError
+from contracts.pairing import NEMESIS, Pairing
+
 TEMPLATE = Path(__file__).with_name("timeline.html")  # the page around the fragment
 FRAGMENT = Path(__file__).with_name("fragment.html")
 _PLACEHOLDER = re.compile(r"\{\{(TITLE|DATA|STANDALONE|FRAGMENT)\}\}")
@@ -77,7 +80,6 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     start row, stop row or -1], ...], `c` = {kind: colour} of those windows' kinds
     (`checkers.plots.FAULT_COLORS`, overridden by `colors`; kinds without one get a spare colour).
     """
-    from harness.errors import InputError
     from harness.history import fault_windows
 
     fs: list[str] = []
@@ -93,7 +95,8 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     nem: list[list[Any]] = []
     nem_rows: dict[int, int] = {}
     nem_events: list[dict[str, Any]] = []
-    open_ops: dict[Any, int] = {}
+    pairing = Pairing(path, line_of)
+    op_at_row: dict[int, int] = {}  # invoke row of each open op -> the op's number
     t_prev = 0
     index_differs = False
     row = -1
@@ -112,18 +115,19 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
         X.append(idx)
         if idx != row:
             index_differs = True
-        if p == "nemesis":
+        if p == NEMESIS:
             if typ != "invoke":
                 nem.append([row, f, _short(ev.get("value"))])
                 nem_rows[id(ev)] = row
                 nem_events.append(ev)
             continue
         if typ == "invoke":
+            pairing.invoke(ev, row)
             c = fcode.get(f)
             if c is None:
                 c = fcode[f] = len(fs)
                 fs.append(f)
-            open_ops[p] = len(P)
+            op_at_row[row] = len(P)
             P.append(p)
             F.append(c)
             Y.append(3)
@@ -131,11 +135,8 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
             D.append(-1)
             V.append(_describe(f, ev.get("value"), None))
             continue
-        k = open_ops.pop(p, None)
-        if k is None:
-            raise InputError(f"{typ} {f!r} of process {p} without an invoke", path,
-                             line_of(row) if line_of else row + 1)
-        Y[k] = TYPES.get(typ, 1)
+        k = op_at_row.pop(pairing.complete(ev, row)[1])
+        Y[k] = TYPES[typ]
         D[k] = row - I0[k]
         if typ == "ok" or ev.get("value") is not None:
             V[k] = _describe(f, ev.get("value"), ev.get("error"))
