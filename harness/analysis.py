@@ -11,10 +11,12 @@ Queue runs are also checked for liveness (`checkers.liveness`: every key takes a
 read within `--recovery-time-limit` of the final heal, else `no-recovery`; availability in
 and outside fault windows; recovery times), into results.json's `liveness`.
 
-The queue checker's analysis (its op table and series) is handed from the check to the
-plots, so a history is analysed once. Checker failures are verdicts, not crashes: a checker that raises yields
-`{"valid": "unknown", "error": ...}`; only a missing or malformed history is bad input
-(`InputError`).
+`check_run` reads the history twice: one validated pass (`HistoryScan`) for the history's
+figures, its faults (the policy) and liveness, then the checker's own pass; explanations
+read it once more when anomalies were found. The queue checker's analysis (its op table
+and series) is handed from the check to the plots, so a history is analysed once. Checker
+failures are verdicts, not crashes: a checker that raises yields `{"valid": "unknown",
+"error": ...}`; only a missing or malformed history is bad input (`InputError`).
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ from __future__ import annotations
 import datetime as dt
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from checkers import liveness
+from contracts.errors import InputError
+from contracts.pairing import NEMESIS, Pairing, same_line
 from harness import store
-from harness.errors import InputError
 from harness.history import ReadStats, read_events
 from harness.policy import choose
 
@@ -50,27 +53,44 @@ def workload_options(options: Mapping[str, Any]) -> Any:
     return wo
 
 
-def history_stats(path: Path, nemesis: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Events, torn lines and never-completed invokes of a history (one streaming pass); the
-    nemesis events are appended to `nemesis` when given (the policy reads them)."""
-    st = ReadStats()
-    open_ops: set[Any] = set()
-    n_ok = n_fail = n_info = 0
-    for ev in read_events(path, st):
-        if ev["process"] == "nemesis":
-            if nemesis is not None:
-                nemesis.append(ev)
-            continue
-        t = ev["type"]
-        if t == "invoke":
-            open_ops.add(ev["process"])
-        else:
-            open_ops.discard(ev["process"])
-            n_ok += t == "ok"
-            n_fail += t == "fail"
-            n_info += t == "info"
-    return {"events": st.events, "dropped_lines": st.dropped, "dropped_reason": st.dropped_reason,
-            "never_completed": len(open_ops), "ok": n_ok, "fail": n_fail, "info": n_info}
+class HistoryScan:
+    """One validated pass over a history (`read_events`), paired by `contracts.pairing`.
+
+    Iterating yields the events, so another consumer (the liveness check) reads the same
+    pass; `nemesis` collects the nemesis events (the policy reads them) and `summary()`
+    gives results.json's `history`: events, torn lines, ok/fail/info completions and the
+    invokes never completed. A malformed or badly paired history raises `InputError`.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.read = ReadStats()
+        self.nemesis: list[dict[str, Any]] = []
+        self.pairing = Pairing(str(path), same_line)
+        self.completed = {"ok": 0, "fail": 0, "info": 0}
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        invoke = self.pairing.invoke
+        complete = self.pairing.complete
+        completed = self.completed
+        for line, ev in read_events(self.path, self.read, with_lines=True):
+            if ev["process"] == NEMESIS:
+                self.nemesis.append(ev)
+            elif ev["type"] == "invoke":
+                invoke(ev, line)
+            else:
+                complete(ev, line)
+                completed[ev["type"]] += 1
+            yield ev
+
+    def drain(self) -> None:
+        for _ in self:
+            pass
+
+    def summary(self) -> dict[str, Any]:
+        st = self.read
+        return {"events": st.events, "dropped_lines": st.dropped, "dropped_reason": st.dropped_reason,
+                "never_completed": len(self.pairing.open), **self.completed}
 
 
 @dataclass
@@ -100,9 +120,14 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
         wl = workloads.make(options["workload"], workload_options(options))
     except ValueError as e:
         raise InputError(str(e), str(run_dir / "test.json")) from None
-    nemesis: list[dict[str, Any]] = []
-    hstats = history_stats(hist, nemesis)  # raises InputError for a malformed history
-    policy = choose(options, incomplete=incomplete, events=nemesis, keys=getattr(wl, "keys", ()),
+    scan = HistoryScan(hist)  # one pass for the history's figures, its faults and liveness
+    live = None
+    if wl.checker == "queue":
+        live = liveness.check(scan, keys=wl.keys, bound_s=wl.opts.recovery_time_limit)
+    else:
+        scan.drain()  # raises InputError for a malformed history
+    hstats = scan.summary()
+    policy = choose(options, incomplete=incomplete, events=scan.nemesis, keys=getattr(wl, "keys", ()),
                     isr_changes=isr_changes(run_dir, test or {}))
     t0 = time.monotonic()
     analysis = None
@@ -127,8 +152,8 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if hstats["dropped_lines"] or incomplete:
         results["incomplete_run"] = True
-    if wl.checker == "queue":
-        add_liveness(results, liveness.check(read_events(hist), keys=wl.keys, bound_s=wl.opts.recovery_time_limit))
+    if live is not None:
+        add_liveness(results, live)
     if wl.checker == "queue" and results.get("anomaly_types"):
         results["explanations"] = explain_run(run_dir, results, test or {}, options)
     store.write_json(run_dir / "results.json", results)
