@@ -115,25 +115,26 @@ def _example_indices(results: dict[str, Any] | None) -> set[int]:
 def _scan_history(path: Path, wanted: set[int]
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
     """Fault windows, nemesis errors, and the events of the wanted ops (invoke + completion)."""
-    from harness.errors import InputError
+    from contracts.errors import InputError
+    from contracts.pairing import NEMESIS, Pairing, same_line
     from harness.history import fault_windows, read_events
 
     if not path.is_file():
         return [], [], {}
     nem: list[dict[str, Any]] = []
     ops: dict[int, list[dict[str, Any]]] = {}
-    open_by_process: dict[Any, int] = {}
+    pairing = Pairing(str(path), same_line)
     try:
-        for ev in read_events(path):
-            if ev["process"] == "nemesis":
+        for line, ev in read_events(path, with_lines=True):
+            if ev["process"] == NEMESIS:
                 nem.append(ev)
                 continue
             if ev["type"] == "invoke":
-                open_by_process[ev["process"]] = ev["index"]
+                pairing.invoke(ev, line)
                 if ev["index"] in wanted:
                     ops[ev["index"]] = [ev]
             else:
-                inv = open_by_process.pop(ev["process"], None)
+                inv = pairing.complete(ev, line)[0]["index"]
                 if inv in ops:
                     ops[inv].append(ev)
                 elif ev["index"] in wanted:  # an example naming the completion's index
