@@ -249,3 +249,27 @@ def test_analysis_checks_with_the_named_policies_and_plots_from_the_check(tmp_pa
     assert {"latency-raw", "rate", "unseen", "clock-skew"} <= names
     html = (run / "report.html").read_text()
     assert "named policy" in html and "acks=1: the leader acknowledges a record before any follower" in html
+
+
+def test_check_run_reads_the_history_twice(tmp_path, monkeypatch):
+    """One validated pass (the history's figures, the policy's faults, liveness), then the checker's."""
+    import builtins
+    import os
+
+    from harness.analysis import check_run
+
+    run = make_queue_run(tmp_path)
+    real_open = builtins.open
+    reads = []
+
+    def counting_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, str | os.PathLike) and Path(file).name == "history.jsonl" and "r" in mode:
+            reads.append(mode)
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    res = check_run(run).results
+    assert len(reads) == 2
+    assert res["valid"] is True and res["liveness"]["checked"] is False
+    assert res["history"] == {"events": 164, "dropped_lines": 0, "dropped_reason": "", "never_completed": 0,
+                              "ok": 81, "fail": 0, "info": 0}
