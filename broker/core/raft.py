@@ -153,6 +153,7 @@ class _LeaderState:
     since_ms: int
     begin_epoch_due: int
     parked: dict[int, _Parked] = field(default_factory=dict)
+    voter_replicas: list[_Replica] = field(default_factory=list)  # the other voters' entries of `replicas`
 
 
 class RaftNode:
@@ -268,9 +269,12 @@ class RaftNode:
             ds.append(self._inflight.deadline)
         ls = self._leader
         if ls is not None:
-            ds += [p.deadline for p in ls.parked.values()]
-            if any(r.last_fetch_ms is None for r in self._voter_replicas()):
-                ds.append(ls.begin_epoch_due)
+            for p in ls.parked.values():
+                ds.append(p.deadline)
+            for r in ls.voter_replicas:
+                if r.last_fetch_ms is None:
+                    ds.append(ls.begin_epoch_due)
+                    break
             if self.config.check_quorum:
                 ds.append(self._check_quorum_at())
         return min(ds) if ds else None
@@ -438,7 +442,8 @@ class RaftNode:
         self.leader_id = self.node_id
         self._become(L, acts)
         replicas = {v: _Replica() for v in self.voters if v != self.node_id}
-        self._leader = _LeaderState(self.log.end_offset, replicas, self._now, self._now + self.config.fetch_max_wait_ms)
+        self._leader = _LeaderState(self.log.end_offset, replicas, self._now, self._now + self.config.fetch_max_wait_ms,
+                                    voter_replicas=list(replicas.values()))
         self._log_append(RaftEntry(self.epoch, LeaderChangeRecord(self.epoch, self.node_id, self.voters)))
         self._dirty = True
         for v in replicas:
@@ -453,7 +458,7 @@ class RaftNode:
 
     def _voter_replicas(self) -> list[_Replica]:
         ls = self._leader
-        return [] if ls is None else [r for v, r in ls.replicas.items() if v in self.voters]
+        return [] if ls is None else ls.voter_replicas
 
     def _check_quorum_at(self) -> int:
         ls = self._leader
@@ -462,7 +467,7 @@ class RaftNode:
 
     def _last_quorum_contact(self) -> int:
         """The latest time by which a majority (self included) had fetched."""
-        times = sorted((r.last_fetch_ms if r.last_fetch_ms is not None else -(1 << 62)) for r in self._voter_replicas())
+        times = [r.last_fetch_ms if r.last_fetch_ms is not None else -(1 << 62) for r in self._voter_replicas()]
         times.append(self._now)
         times.sort(reverse=True)
         return times[len(self.voters) // 2]

@@ -4,6 +4,8 @@
     python -m broker.sim --seed 1234 -v               # replay one seed, with its fault log
     python -m broker.sim --seeds 500 --safeguard-off elr   # watch the invariants fire
     python -m broker.sim --seeds 50 --story stale-hwm-leader --safeguard-off leso-check
+    python -m broker.sim --seeds 200 --controllers 1     # one controller (default: 3 or 5 voters)
+    python -m broker.sim --seeds 30 --raft-unsafe forget-vote   # watch the Raft invariants fire
 
 Exit codes: 0 every seed passed, 1 some seed failed, 254 bad arguments.
 """
@@ -15,6 +17,7 @@ import sys
 import time
 
 from broker.core import safeguards as sg
+from broker.core.raft import UNSAFE_SWITCHES
 from broker.sim.random_run import random_run
 from broker.sim.stories import LOSSY, STORIES
 
@@ -26,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="python -m broker.sim", description="Random seeds of the deterministic replication simulation.")
+    p = _Parser(prog="python -m broker.sim", description="Random seeds of the deterministic replication simulation (on a controller quorum).")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--seeds", type=int, default=200, help="run seeds START..START+N-1 (default 200)")
     g.add_argument("--seed", type=int, help="run (replay) this one seed")
@@ -39,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="unclean recovery of the safe configuration: manual (all faults) or balanced (no power loss)")
     p.add_argument("--story", action="append", default=None, metavar="NAME",
                    help=f"play this fault story in every seed instead of drawing them (repeatable): {', '.join(STORIES)}")
+    p.add_argument("--controllers", type=int, default=None, metavar="N",
+                   help="voters of the controller quorum (default: drawn per seed, 3 or sometimes 5)")
+    p.add_argument("--raft-unsafe", action="append", default=[], metavar="NAME",
+                   help=f"break a Raft rule of the controller quorum (repeatable): {', '.join(UNSAFE_SWITCHES)}")
     p.add_argument("-v", "--verbose", action="store_true", help="print every seed's summary and fault log")
     a = p.parse_args(argv)
     try:
@@ -55,11 +62,17 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--seeds must be positive, got {a.seeds}")
     if a.duration_ms < 0 or a.settle_ms < 0:
         p.error("--duration-ms and --settle-ms must not be negative")
+    bad = [u for u in a.raft_unsafe if u not in UNSAFE_SWITCHES]
+    if bad:
+        p.error(f"unknown Raft unsafe switch {bad[0]!r} (known: {', '.join(UNSAFE_SWITCHES)})")
+    if a.controllers is not None and a.controllers < 1:
+        p.error(f"--controllers must be at least 1, got {a.controllers}")
     seeds = [a.seed] if a.seed is not None else range(a.start, a.start + a.seeds)
     t0 = time.perf_counter()
     failed = []
     for s in seeds:
-        r = random_run(s, off, a.duration_ms, a.settle_ms, a.recovery, tuple(a.story) if a.story else None)
+        r = random_run(s, off, a.duration_ms, a.settle_ms, a.recovery, tuple(a.story) if a.story else None, a.controllers,
+                       frozenset(a.raft_unsafe))
         if a.verbose or not r.ok:
             print(r.summary())
             if a.verbose:

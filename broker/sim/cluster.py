@@ -1,9 +1,30 @@
-"""A simulated cluster: one controller and N brokers from broker/core on a virtual clock.
+"""A simulated cluster: a controller quorum and N brokers from broker/core on a virtual clock.
 
 Everything happens through one event queue ordered by (time, sequence number): message
-deliveries, timer ticks of each state machine, background disk flushes, and the calls
-that scenarios and the random schedule put in (faults, produce requests). The only
-randomness is `self.rng`, seeded; the same seed and the same calls replay exactly.
+deliveries, timer ticks of each state machine, background disk flushes, the brokers'
+link checks, and the calls that scenarios and the random schedule put in (faults,
+produce requests). The only randomness is `self.rng`, seeded; the same seed and the same
+calls replay exactly.
+
+Nodes (`SimNode`): brokers 1..N, and the voters of the controller quorum: dedicated
+nodes 100, 101, ... (`CONTROLLER` is the first, and with `controllers=1` the only one),
+or with `combined` brokers 1..k that also run a controller (process.roles=broker,
+controller: one process, one machine). A voter runs a `QuorumController` over a
+`RaftNode`; Raft messages travel between voters through the simulated network (its
+partitions, drops and delays apply). Its metadata log is a `SimRaftLog` (a power loss
+keeps what was flushed, plus maybe a torn tail; a kill -9 keeps it all) and its quorum
+state is always durable (the shell writes it before sending). A disk loss (`wipe`)
+takes the partition logs only: the metadata log lives in its own directory.
+
+A broker's controller-bound requests go to the active controller as its shell knows it
+(`ControllerTarget`, as broker/server/node.py): a `NotController` answer moves it to the
+leader named (the next voter when none), a lost link to the next voter, and what was in
+flight is sent again (`Broker.controller_connection_lost`). A link is lost at once when
+the controller's process is killed (its host resets the connection), or when it stays
+unusable (peer down, paused, partitioned) for `link_timeout_ms`, checked every second.
+
+The replication invariants (`invariants.Oracle`) are checked after every step, the Raft
+invariants (`raft_invariants.RaftOracle`) after every call into a voter.
 """
 
 from __future__ import annotations
@@ -15,45 +36,88 @@ from dataclasses import dataclass, field, replace
 
 from broker.core import safeguards as sg
 from broker.core.broker import Broker, BrokerConfig
-from broker.core.controller import Controller, ControllerConfig, LocalMetadataQuorum
+from broker.core.controller import Controller, ControllerConfig
 from broker.core.messages import (
+    CONTROLLER_BOUND,
     NO_LEADER,
     Actions,
     CheckpointHighWatermarks,
     CreateTopicRequest,
     CreateTopicResponse,
+    NotController,
     ShutdownComplete,
     TopicPartition,
 )
-from broker.core.metadata import MetadataLog
+from broker.core.quorum_controller import (
+    RAFT_MESSAGES,
+    ControllerActivated,
+    ControllerTarget,
+    QuorumController,
+)
+from broker.core.raft import RaftConfig, RaftNode, Role
+from broker.core.raft_messages import FlushLog, PersistQuorumState, RoleChanged, VoteResponse
 from broker.sim.clients import Ack, SimConsumer, SimProducer, SimRecorder
 from broker.sim.disk import SimDisk
-from broker.sim.invariants import Oracle
+from broker.sim.invariants import Oracle, Violation
 from broker.sim.memlog import InMemoryPartitionLog
 from broker.sim.network import NetworkSettings, SimNetwork
+from broker.sim.raft_invariants import RaftOracle, SimRaftLog
 
-CONTROLLER = 0
+CONTROLLER = 100  # the first dedicated controller (the only one with controllers=1)
 ADMIN = "admin"
+LINK_CHECK_MS = 1000
+_TO_QUORUM = (*RAFT_MESSAGES, *CONTROLLER_BOUND)
 
 
 @dataclass
 class ClusterSettings:
     brokers: int = 3
+    controllers: int = 1  # voters of the controller quorum
+    combined: bool = False  # voters are brokers 1..controllers, not dedicated nodes 100..
     broker: BrokerConfig = field(default_factory=lambda: BrokerConfig(node_id=-1))
     controller: ControllerConfig = field(default_factory=ControllerConfig)
+    raft: RaftConfig = field(default_factory=RaftConfig)
     network: NetworkSettings = field(default_factory=NetworkSettings)
     flush_interval_ms: int | None = 1000  # background writeback; None: never, 0: every append
+    link_timeout_ms: int = 3000  # a broker gives up on a silent controller link (wrack.link.timeout.ms)
     check_invariants: bool = True
+
+    def voter_ids(self) -> tuple[int, ...]:
+        if self.combined:
+            if not 1 <= self.controllers <= self.brokers:
+                raise ValueError(f"combined mode needs 1..{self.brokers} controllers, got {self.controllers}")
+            return tuple(range(1, self.controllers + 1))
+        if self.controllers < 1:
+            raise ValueError(f"a quorum needs a controller, got {self.controllers}")
+        return tuple(range(CONTROLLER, CONTROLLER + self.controllers))
 
 
 @dataclass
 class SimNode:
+    """One machine: a broker, a controller voter, or both (one process)."""
+
     id: int
-    disk: SimDisk = field(default_factory=SimDisk)
+    is_broker: bool = True
+    is_voter: bool = False
+    disk: SimDisk = field(default_factory=SimDisk)  # the partition logs
+    raft_log: SimRaftLog = field(default_factory=SimRaftLog)  # the metadata log (a voter's)
+    quorum_state: PersistQuorumState = PersistQuorumState(0, NO_LEADER, NO_LEADER)
     broker: Broker | None = None
+    quorum: QuorumController | None = None
+    target: ControllerTarget | None = None  # where the broker's controller requests go
     incarnation: int = 0
+    paused: bool = False
+    backlog: list[tuple[object, ...]] = field(default_factory=list)  # events held while paused
+    link: tuple[int, int] | None = None  # the broker's controller link: (voter, its incarnation)
+    link_bad_since: int | None = None
     tick_token: int = 0
     tick_at: int | None = None
+    qtick_token: int = 0
+    qtick_at: int | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.broker is not None or self.quorum is not None
 
 
 class SimCluster:
@@ -65,19 +129,27 @@ class SimCluster:
         self.net = SimNetwork(random.Random(self.rng.random()), s.network)
         self._queue: list[tuple[int, int, str, object, object, object, object]] = []
         self._seq = 0
-        self.metadata_log = MetadataLog()
-        self.controller: Controller | None = None
-        self._controller_incarnation = 0
-        self._controller_tick: tuple[int, int | None] = (0, None)
-        self.brokers = {i: SimNode(i) for i in range(1, s.brokers + 1)}
+        self.voter_ids = s.voter_ids()
+        self.brokers = {i: SimNode(i, is_voter=i in self.voter_ids) for i in range(1, s.brokers + 1)}
+        self.nodes: dict[int, SimNode] = dict(self.brokers)
+        for v in self.voter_ids:
+            self.nodes.setdefault(v, SimNode(v, is_broker=False, is_voter=True))
+        self.voters = {v: self.nodes[v] for v in self.voter_ids}
         self.oracle = Oracle()
+        self.raft_oracle = RaftOracle()
+        self.controllers_seen: list[Controller] = []  # every controller that became active
+        self.newest_leader_epoch = -1  # the quorum's newest epoch with a leader
+        self.latest_controller: Controller | None = None  # the last to become active (maybe deposed since)
+        self._active: tuple[int | None] | None = None  # cache of active_controller_id()
         self.acks: list[Ack] = []
         self.clients: dict[str, SimProducer | SimConsumer | SimRecorder] = {}
         self.admin_responses: list[object] = []
         self.steps = 0
         # scenarios may hold back chosen messages: extra_delay(src, to, msg) -> ms
         self.extra_delay: Callable[[int | str, int | str, object], int] | None = None
-        self.start_controller()
+        for v in self.voter_ids:
+            if v not in self.brokers:
+                self.start_broker(v)
         for i in self.brokers:
             self.start_broker(i)
 
@@ -114,33 +186,67 @@ class SimCluster:
         t, _, kind, a, b, c, d = heapq.heappop(self._queue)
         self.now = t
         self.steps += 1
+        n = None
+        if kind in ("msg", "tick", "qtick"):
+            n = self.nodes.get(a) if isinstance(a, int) else None  # type: ignore[arg-type]
+            if n is not None and n.paused:
+                n.backlog.append((kind, a, b, c, d))  # a paused process handles it when resumed
+                return
+        if n is not None and (kind == "qtick" or kind == "msg" and isinstance(c, _TO_QUORUM)):  # a controller's step
+            before = self._controller_stamp()
+            self._dispatch(kind, a, b, c, d)
+            if self.settings.check_invariants and self._controller_stamp() != before:
+                self.oracle.check(self, t)
+        elif self._dispatch(kind, a, b, c, d) and self.settings.check_invariants:
+            self.oracle.check(self, t)
+
+    def _controller_stamp(self) -> tuple[int, int]:
+        """What of the controllers the replication oracle reads: which controller is
+        active, and how far its image is. A controller's step that leaves both alone (most
+        Raft traffic) cannot break a replication invariant: it changes no broker (a
+        combined node's broker at most learns where the active controller is)."""
+        ctl = self.controller
+        return (0, 0) if ctl is None else (id(ctl), ctl.image.next_offset)
+
+    def _dispatch(self, kind: str, a: object, b: object, c: object, d: object) -> bool:
+        """Perform one event; False if it changed nothing worth checking."""
         if kind == "msg":
             self._deliver(a, b, c, d)  # type: ignore[arg-type]
         elif kind == "tick":
             self._tick(a, b)  # type: ignore[arg-type]
+        elif kind == "qtick":
+            self._qtick(a, b)  # type: ignore[arg-type]
         elif kind == "call":
             a()  # type: ignore[operator]
-        elif kind == "probe" and not a():  # type: ignore[operator]
-            return
+        elif kind == "probe":
+            return bool(a())  # type: ignore[operator]
+        elif kind == "link":
+            return self._link_check(a, b)  # type: ignore[arg-type]
         elif kind == "flush":
-            n = self.brokers[a]  # type: ignore[index]
+            n = self.nodes[a]  # type: ignore[index]
             if n.incarnation == b and self.settings.flush_interval_ms:
                 n.disk.flush_all()
-                self._push(t + self.settings.flush_interval_ms, "flush", a, b)
-        if self.settings.check_invariants:
-            self.oracle.check(self, t)
+                self._push(self.now + self.settings.flush_interval_ms, "flush", a, b)
+        return True
 
     # ------------------------------------------------------------ delivery and actions
     def _incarnation(self, node: int | str) -> int:
-        if node == CONTROLLER:
-            return self._controller_incarnation
-        if isinstance(node, int) and node in self.brokers:
-            return self.brokers[node].incarnation
-        return 0
+        n = self.nodes.get(node) if isinstance(node, int) else None
+        return 0 if n is None else n.incarnation
 
-    def send(self, src: int | str, to: int | str, msg: object) -> None:
-        # the admin client talks to the controller over a reliable side channel
-        t = self.now + 1 if ADMIN in (src, to) else self.net.delivery_time(src, to, self.now)
+    def send(self, src: int | str, to: int | str, msg: object, data: bool = True) -> None:
+        """Send `msg` over the simulated network; `data`: on the data plane (replication,
+        clients), which `net.data_blocked` cuts too, not the controllers' plane."""
+        # the admin client talks to the controller over a reliable side channel; a
+        # combined node's broker and controller talk in process
+        if ADMIN in (src, to):
+            t: int | None = self.now + 1
+        elif src == to:
+            t = self.now
+        elif data and (src, to) in self.net.data_blocked:
+            return
+        else:
+            t = self.net.delivery_time(src, to, self.now)
         if t is not None and self.extra_delay is not None:
             t += self.extra_delay(src, to, msg)
         if t is not None:
@@ -149,139 +255,269 @@ class SimCluster:
     def _deliver(self, to: int | str, src: int | str, msg: object, incarnation: int) -> None:
         if self._incarnation(to) != incarnation:
             return  # the connection died with the process it was addressed to
-        if to == CONTROLLER:
-            if self.controller is not None:
-                self._apply(CONTROLLER, self.controller.handle(src, msg, self.now))
-        elif isinstance(to, int):
-            n = self.brokers.get(to)
-            if n is not None and n.broker is not None:
-                self._apply(to, n.broker.handle(src, msg, self.now))
+        n = self.nodes.get(to) if isinstance(to, int) else None
+        if n is not None:
+            if isinstance(msg, _TO_QUORUM):
+                if n.quorum is not None:
+                    self._apply_quorum(n, n.quorum.handle(src, msg, self.now))
+            elif isinstance(msg, NotController):
+                self._not_controller(n, src, msg.leader_id, msg.epoch)  # type: ignore[arg-type]
+            elif n.broker is not None:
+                self._apply(n.id, n.broker.handle(src, msg, self.now))
         elif to == ADMIN:
             self.admin_responses.append(msg)
         elif to in self.clients:
-            for s in self.clients[to].handle(msg, self.now):
+            for s in self.clients[to].handle(msg, self.now):  # type: ignore[index]
                 self.send(to, s.to, s.message)
 
     def _apply(self, node: int, acts: Actions) -> None:
+        """Perform what node's broker asked for."""
+        n = self.nodes[node]
         for s in acts.sends:
-            self.send(node, s.to, s.message)
+            if isinstance(s.message, CONTROLLER_BOUND):  # to the active controller it knows
+                if node not in self.net.controller_cut and n.target is not None:
+                    self.send(node, n.target.target, s.message, data=False)
+            else:
+                self.send(node, s.to, s.message)
         for o in acts.other:
-            n = self.brokers.get(node)
-            if n is None:
-                continue
             if isinstance(o, CheckpointHighWatermarks):
                 n.disk.hwm_checkpoint = dict(o.high_watermarks)
             elif isinstance(o, ShutdownComplete):
                 n.disk.flush_all()
                 n.disk.clean_shutdown_epoch = o.broker_epoch
                 self._stop(n)
-        if node != CONTROLLER and self.settings.flush_interval_ms == 0 and node in self.brokers:
-            self.brokers[node].disk.flush_all()
-        self._schedule(node)
+        if self.settings.flush_interval_ms == 0 and n.is_broker:
+            n.disk.flush_all()
+        self._schedule(n)
 
-    def _schedule(self, node: int) -> None:
-        if node == CONTROLLER:
-            if self.controller is None:
-                return
-            d = self.controller.next_deadline()
-            token, at = self._controller_tick
-            if d is not None and (at is None or d < at):
-                self._controller_tick = (token + 1, max(d, self.now))
-                self._push(max(d, self.now), "tick", CONTROLLER, token + 1)
+    def _apply_quorum(self, n: SimNode, acts: Actions) -> None:
+        """Perform what node n's controller quorum member asked for: its quorum state and
+        log durable first, then its sends; then check the Raft invariants."""
+        q = n.quorum
+        assert q is not None
+        for o in acts.other:
+            if isinstance(o, PersistQuorumState):
+                n.quorum_state = o
+            elif isinstance(o, FlushLog):
+                n.raft_log.flush(o.end_offset)
+        for s in acts.sends:
+            m = s.message
+            if isinstance(m, RAFT_MESSAGES):
+                if isinstance(m, VoteResponse) and m.vote_granted and not m.pre_vote:
+                    self.raft_oracle.vote_sent(self.now, n.id, m.leader_epoch, s.to)  # type: ignore[arg-type]
+            elif s.to in self.net.controller_cut:
+                continue
+            self.send(n.id, s.to, m, data=False)
+        for o in acts.other:  # a combined node's broker follows its own quorum member
+            if isinstance(o, ControllerActivated):
+                assert q.controller is not None
+                self.controllers_seen.append(q.controller)
+                self.latest_controller = q.controller
+                if n.broker is not None and n.target is not None and n.target.activated(n.id, o.epoch):
+                    self._apply(n.id, n.broker.controller_connection_lost(self.now))
+            elif isinstance(o, RoleChanged) and o.role == Role.FOLLOWER.value:
+                self._not_controller(n, n.id, o.leader_id, o.epoch)
+        self._active = None
+        if q.raft.role is Role.LEADER and q.raft.epoch > self.newest_leader_epoch:
+            self.newest_leader_epoch = q.raft.epoch
+        if self.settings.check_invariants:
+            self.raft_oracle.check(self.now, n.id, q.raft, n.raft_log, n.quorum_state)
+        self._qschedule(n)
+
+    def _not_controller(self, n: SimNode, src: int, leader_id: int, epoch: int) -> None:
+        """Node n's broker learnt where the active controller is (or is not)."""
+        if n.broker is None or n.target is None:
             return
-        n = self.brokers[node]
+        if n.target.not_controller(src, leader_id, epoch):
+            self._apply(n.id, n.broker.controller_connection_lost(self.now))
+
+    def _schedule(self, n: SimNode) -> None:
         if n.broker is None:
             return
         d = n.broker.next_deadline()
         if d is not None and (n.tick_at is None or d < n.tick_at):
             n.tick_token += 1
             n.tick_at = max(d, self.now)
-            self._push(n.tick_at, "tick", node, n.tick_token)
+            self._push(n.tick_at, "tick", n.id, n.tick_token)
+
+    def _qschedule(self, n: SimNode) -> None:
+        if n.quorum is None:
+            return
+        d = n.quorum.next_deadline()
+        if d is not None and (n.qtick_at is None or d < n.qtick_at):
+            n.qtick_token += 1
+            n.qtick_at = max(d, self.now)
+            self._push(n.qtick_at, "qtick", n.id, n.qtick_token)
 
     def _tick(self, node: int, token: int) -> None:
-        if node == CONTROLLER:
-            if self.controller is None or self._controller_tick[0] != token:
-                return
-            self._controller_tick = (token, None)
-            acts = self.controller.tick(self.now)
-        else:
-            n = self.brokers[node]
-            if n.broker is None or n.tick_token != token:
-                return
-            n.tick_at = None
-            acts = n.broker.tick(self.now)
-        self._apply(node, acts)
-        self._bump_if_stuck(node)
-
-    def _bump_if_stuck(self, node: int) -> None:
-        """A deadline that stays at `now` after a tick would spin: retry 1 ms later."""
-        if node == CONTROLLER:
-            token, at = self._controller_tick
-            if at is not None and at <= self.now:
-                self._controller_tick = (token + 1, self.now + 1)
-                self._push(self.now + 1, "tick", CONTROLLER, token + 1)
+        n = self.nodes[node]
+        if n.broker is None or n.tick_token != token:
             return
-        n = self.brokers[node]
-        if n.tick_at is not None and n.tick_at <= self.now:
+        n.tick_at = None
+        self._apply(node, n.broker.tick(self.now))
+        if n.tick_at is not None and n.tick_at <= self.now:  # a deadline still at now would spin
             n.tick_token += 1
             n.tick_at = self.now + 1
             self._push(n.tick_at, "tick", node, n.tick_token)
 
+    def _qtick(self, node: int, token: int) -> None:
+        n = self.nodes[node]
+        if n.quorum is None or n.qtick_token != token:
+            return
+        n.qtick_at = None
+        self._apply_quorum(n, n.quorum.tick(self.now))
+        if n.qtick_at is not None and n.qtick_at <= self.now:
+            n.qtick_token += 1
+            n.qtick_at = self.now + 1
+            self._push(n.qtick_at, "qtick", node, n.qtick_token)
+
+    # ------------------------------------------------------------ the brokers' controller links
+    def _controller_link_ok(self, b: int, v: int) -> bool:
+        if b in self.net.controller_cut:
+            return False
+        if b == v:
+            return True
+        vn = self.nodes[v]
+        blocked = self.net.blocked
+        return vn.quorum is not None and not vn.paused and (b, v) not in blocked and (v, b) not in blocked
+
+    def _link_check(self, node: int, incarnation: int) -> bool:
+        """Once a second, as the shell's link check: a controller link that stayed unusable
+        for the link timeout, or whose peer restarted (its connection is gone), is lost."""
+        n = self.nodes[node]
+        if n.incarnation != incarnation:
+            return False
+        self._push(self.now + LINK_CHECK_MS, "link", node, incarnation)
+        if n.broker is None or n.target is None or n.paused:
+            return False
+        v = n.target.target
+        peer = (v, self.nodes[v].incarnation)
+        if n.link is not None and n.link[0] == v and n.link != peer:
+            n.link, n.link_bad_since = None, None
+            self._controller_link_lost(n, v)
+            return True
+        n.link = peer
+        if self._controller_link_ok(node, v):
+            n.link_bad_since = None
+            return False
+        if n.link_bad_since is None:
+            n.link_bad_since = self.now
+        if self.now - n.link_bad_since < self.settings.link_timeout_ms:
+            return False
+        n.link, n.link_bad_since = None, None
+        self._controller_link_lost(n, v)
+        return True
+
+    def _controller_link_lost(self, n: SimNode, peer: int) -> None:
+        if n.broker is not None and n.target is not None and n.target.link_lost(peer):
+            self._apply(n.id, n.broker.controller_connection_lost(self.now))
+
     # ------------------------------------------------------------ processes
-    def start_controller(self) -> None:
-        self._controller_incarnation += 1
-        self.controller = Controller(self.settings.controller, LocalMetadataQuorum(self.metadata_log))
-        self.controller.start(self.now)
-        self._controller_tick = (self._controller_tick[0] + 1, None)
-        self._schedule(CONTROLLER)
-
-    def crash_controller(self) -> None:
-        self.controller = None
-        self._controller_incarnation += 1
-
     def start_broker(self, i: int) -> None:
-        n = self.brokers[i]
-        if n.broker is not None:
+        """Start node i's process (its broker, its controller, or both) if it is down."""
+        n = self.nodes[i]
+        if n.up:
             return
         n.incarnation += 1
-        cfg = replace(self.settings.broker, node_id=i, controller_id=CONTROLLER)
-        n.broker = Broker(cfg, n.disk.log, f"{i}-{n.incarnation}", n.disk.take_clean_shutdown_epoch(), n.disk.hwm_checkpoint)
-        n.tick_at = None
-        self._apply(i, n.broker.start(self.now))
-        if self.settings.flush_interval_ms:
-            self._push(self.now + self.rng.randint(1, self.settings.flush_interval_ms), "flush", i, n.incarnation)
+        n.tick_at = n.qtick_at = None
+        n.link, n.link_bad_since = None, None
+        if n.is_voter:
+            raft = RaftNode(i, self.voter_ids, n.raft_log, self.settings.raft, random.Random(self.rng.random()), n.quorum_state, self.now)
+            n.quorum = QuorumController(replace(self.settings.controller, node_id=i), raft)
+            self.raft_oracle.restarted(i)
+            self._apply_quorum(n, n.quorum.tick(self.now))
+        if n.is_broker:
+            n.target = ControllerTarget(self.voter_ids, i)
+            cfg = replace(self.settings.broker, node_id=i, controller_id=n.target.target)
+            n.broker = Broker(cfg, n.disk.log, f"{i}-{n.incarnation}", n.disk.take_clean_shutdown_epoch(), n.disk.hwm_checkpoint)
+            self._apply(i, n.broker.start(self.now))
+            if self.settings.flush_interval_ms:
+                self._push(self.now + self.rng.randint(1, self.settings.flush_interval_ms), "flush", i, n.incarnation)
+            self._push(self.now + self.rng.randint(1, LINK_CHECK_MS), "link", i, n.incarnation)
 
-    def _stop(self, n: SimNode) -> None:
+    start_node = start_broker
+
+    def start_controller(self) -> None:
+        """Start every controller that is down."""
+        for v in self.voter_ids:
+            self.start_broker(v)
+
+    def _stop(self, n: SimNode, power_loss: bool = False) -> None:
         n.broker = None
+        n.quorum = None
+        self._active = None
         n.incarnation += 1
-        n.tick_at = None
+        n.tick_at = n.qtick_at = None
+        n.paused, n.backlog = False, []
+        if n.is_voter:
+            n.raft_log = n.raft_log.after_crash(power_loss, self.rng)
 
     def crash(self, i: int) -> None:
-        """kill -9: the process dies, the page cache (and so the whole log) survives. The
-        host is up, so its kernel resets the peers' connections: they learn it at once
-        (`Broker.connection_lost`); after a power loss they only time out."""
-        self._stop(self.brokers[i])
-        for j, n in self.brokers.items():
-            if j != i and n.broker is not None and (i, j) not in self.net.blocked:
-                self._push(self.now + self.net.settings.min_delay_ms, "call", lambda j=j, inc=n.incarnation: self._reset(j, inc, i))
+        """kill -9: the process dies, the page cache (and so every log) survives. The host
+        is up, so its kernel resets the peers' connections: they learn it at once
+        (`Broker.connection_lost`, `Broker.controller_connection_lost`); after a power
+        loss or a pause they only time out."""
+        n = self.nodes[i]
+        if not n.up:
+            return
+        self._stop(n)
+        for j, m in self.brokers.items():
+            if j == i or m.broker is None or (i, j) in self.net.blocked:
+                continue  # (a reset does not cross a partition)
+            inc = m.incarnation
+            if n.is_broker and (i, j) not in self.net.data_blocked:
+                self._push(self.now + self.net.settings.min_delay_ms, "call", lambda j=j, inc=inc: self._reset(j, inc, i))
+            if n.is_voter and m.target is not None and m.target.target == i:
+                self._push(self.now + self.net.settings.min_delay_ms, "call", lambda j=j, inc=inc: self._reset_controller(j, inc, i))
+
+    def crash_controller(self) -> None:
+        """kill -9 of the active controller's node (of the first voter if none is active)."""
+        self.crash(self.active_controller_id() or self.voter_ids[0])
 
     def _reset(self, j: int, incarnation: int, peer: int) -> None:
         n = self.brokers[j]
         if n.broker is not None and n.incarnation == incarnation:
             self._apply(j, n.broker.connection_lost(peer, self.now))
 
+    def _reset_controller(self, j: int, incarnation: int, peer: int) -> None:
+        n = self.brokers[j]
+        if n.incarnation == incarnation:
+            n.link, n.link_bad_since = None, None
+            self._controller_link_lost(n, peer)
+
     def power_loss(self, i: int) -> None:
         """The machine loses power: the process dies and unsynced data is lost."""
-        n = self.brokers[i]
-        self._stop(n)
+        n = self.nodes[i]
+        self._stop(n, power_loss=n.up)
         n.disk.power_loss()
 
     def wipe(self, i: int) -> None:
-        """The machine loses power and its disk: it comes back (`start_broker`) empty,
-        with a new broker epoch and no clean-shutdown file (a lossy unclean shutdown)."""
-        n = self.brokers[i]
-        self._stop(n)
+        """The machine loses power and its data disk: it comes back (`start_broker`) with
+        empty partition logs, a new broker epoch and no clean-shutdown file (a lossy
+        unclean shutdown). A voter's metadata log is on another disk and survives."""
+        n = self.nodes[i]
+        self._stop(n, power_loss=n.up)
         n.disk.wipe()
+
+    def pause(self, i: int, ms: int) -> None:
+        """SIGSTOP for `ms`: node i handles nothing (its messages and timers wait), its
+        disk keeps writing back; then SIGCONT, and it catches up in order."""
+        n = self.nodes[i]
+        if not n.up or n.paused:
+            return
+        n.paused = True
+        inc = n.incarnation
+        self._push(self.now + ms, "call", lambda: self.resume(i, inc))
+
+    def resume(self, i: int, incarnation: int | None = None) -> None:
+        n = self.nodes[i]
+        if not n.paused or (incarnation is not None and n.incarnation != incarnation):
+            return
+        n.paused = False
+        backlog, n.backlog = n.backlog, []
+        for ev in backlog:
+            if self._dispatch(*ev) and self.settings.check_invariants:  # type: ignore[arg-type]
+                self.oracle.check(self, self.now)
 
     def controlled_shutdown(self, i: int) -> None:
         n = self.brokers[i]
@@ -289,14 +525,78 @@ class SimCluster:
             self._apply(i, n.broker.begin_controlled_shutdown(self.now))
 
     def running(self, i: int) -> bool:
-        return self.brokers[i].broker is not None
+        """Node i's broker (or, for a dedicated controller, its controller) runs."""
+        n = self.nodes[i]
+        return n.broker is not None if n.is_broker else n.quorum is not None
+
+    def cut_from_controllers(self, i: int) -> None:
+        """Broker i can no longer reach any controller, nor they it (replication flows)."""
+        self.net.controller_cut.add(i)
+
+    def reconnect_to_controllers(self, i: int) -> None:
+        self.net.controller_cut.discard(i)
+
+    # ------------------------------------------------------------ the quorum
+    def active_controller_id(self) -> int | None:
+        """The voter whose controller is active in the newest epoch that had a leader.
+        A leader of an older epoch that has not heard of it yet (paused, partitioned,
+        without check quorum) may still run its controller, but it commits nothing and
+        so sends nothing: it is not the cluster's controller."""
+        if self._active is None:
+            self._active = (next((v for v, n in self.voters.items() if (q := n.quorum) is not None
+                                  and q.controller is not None and q.epoch == self.newest_leader_epoch), None),)
+        return self._active[0]
+
+    @property
+    def controller(self) -> Controller | None:
+        """The active controller (see `active_controller_id`), None during elections."""
+        v = self.active_controller_id()
+        return None if v is None else self.voters[v].quorum.controller  # type: ignore[union-attr]
+
+    def agreed_quorum_leader(self) -> int | None:
+        """The voter that leads with its controller active and every voter following it
+        in its epoch, if there is one."""
+        v = self.active_controller_id()
+        if v is None:
+            return None
+        lead = self.voters[v].quorum
+        assert lead is not None
+        for n in self.voters.values():
+            q = n.quorum
+            if q is None or n.paused:
+                return None
+            r = q.raft
+            if q is not lead and (r.role is not Role.FOLLOWER or r.leader_id != v or r.epoch != lead.epoch):
+                return None
+        return v
+
+    def violations(self) -> list[Violation]:
+        """Both oracles' findings; the quorum's are named raft-<invariant>."""
+        return [*self.oracle.violations, *(Violation(v.time, f"raft-{v.name}", v.detail) for v in self.raft_oracle.violations)]
 
     # ------------------------------------------------------------ clients and admin
     def create_topic(self, name: str, partitions: int, rf: int, configs: dict[str, str] | None = None) -> CreateTopicResponse:
-        """Create a topic through the controller and wait until every replica knows it."""
-        self.send(ADMIN, CONTROLLER, CreateTopicRequest(len(self.admin_responses) + 1, name, partitions, rf, tuple((configs or {}).items())))
-        self.run_until(self.now + 10000, stop=lambda: any(isinstance(r, CreateTopicResponse) and r.name == name for r in self.admin_responses))
-        resp = next(r for r in self.admin_responses if isinstance(r, CreateTopicResponse) and r.name == name)
+        """Create a topic through the active controller (asking again, up to 30 s, while
+        there is none or it does not answer) and wait until every replica knows it."""
+
+        first = len(self.admin_responses)
+
+        def answer() -> CreateTopicResponse | None:
+            new = self.admin_responses[first:]
+            return next((r for r in new if isinstance(r, CreateTopicResponse) and r.name == name), None)
+
+        deadline = self.now + 30000
+        while answer() is None and self.now < deadline:
+            ctl = self.active_controller_id()
+            if ctl is None:
+                self.run_until_true(lambda: self.active_controller_id() is not None, min(1000, deadline - self.now))
+                continue
+            req = CreateTopicRequest(len(self.admin_responses) + 1, name, partitions, rf, tuple((configs or {}).items()))
+            self.send(ADMIN, ctl, req)
+            self.run_until(min(deadline, self.now + 5000), stop=lambda: answer() is not None)
+        resp = answer()
+        if resp is None:
+            raise TimeoutError(f"topic {name}: no answer from a controller within 30 s")
         self.run_for(1000)
         return resp
 
@@ -364,8 +664,9 @@ class SimCluster:
 
     # ------------------------------------------------------------ inspection
     def leader(self, tp: TopicPartition) -> int:
-        assert self.controller is not None
-        reg = self.controller.image.partitions.get(tp)
+        """The leader of `tp` in the active controller's image (NO_LEADER with none)."""
+        ctl = self.controller
+        reg = ctl.image.partitions.get(tp) if ctl is not None else None
         return NO_LEADER if reg is None else reg.leader
 
     def registration(self, tp: TopicPartition):  # noqa: ANN201 - PartitionRegistration

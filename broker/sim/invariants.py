@@ -30,6 +30,7 @@ from broker.sim.clients import Ack
 from broker.sim.memlog import InMemoryPartitionLog
 
 if TYPE_CHECKING:
+    from broker.core.controller import Controller
     from broker.sim.cluster import SimCluster
 
 Identity = tuple[int, int, int]
@@ -95,7 +96,8 @@ class Oracle:
     def check(self, cluster: SimCluster, now: int) -> None:
         """Evaluate every invariant on the cluster's current state (after every step: the
         fast paths skip what `verified` already covers)."""
-        image = cluster.controller.image if cluster.controller is not None else None
+        ctl = cluster.controller
+        image = ctl.image if ctl is not None else None
         verified, committed = self.verified, self.committed
         live = []
         for node in cluster.brokers.values():
@@ -137,13 +139,13 @@ class Oracle:
         if image is None:
             return
         # 2. controller state; completeness of the leader and of the leader candidates
-        stamp = (id(cluster.controller), image.next_offset)
+        stamp = (id(ctl), image.next_offset)
         fresh = stamp != self._checked_image
         self._checked_image = stamp
         brokers = cluster.brokers
         for tp, reg in image.partitions.items():
             if fresh:
-                self._check_registration(cluster, now, tp, reg)
+                self._check_registration(ctl, now, tp, reg)  # type: ignore[arg-type]
             cl_len = len(committed.get(tp, ()))
             if reg.leader != NO_LEADER and verified.get((reg.leader, tp), 0) < cl_len:
                 n = brokers.get(reg.leader)
@@ -175,9 +177,7 @@ class Oracle:
                 if bad is not None:
                     self._violate(now, "log-matching", (tp, nid, bad), f"{tp} replica {nid} differs from the committed log at offset {bad}")
 
-    def _check_registration(self, cluster: SimCluster, now: int, tp: TopicPartition, reg: object) -> None:
-        assert cluster.controller is not None
-        ctl = cluster.controller
+    def _check_registration(self, ctl: Controller, now: int, tp: TopicPartition, reg: object) -> None:
         isr, elr, replicas = set(reg.isr), set(reg.elr), set(reg.replicas)  # type: ignore[attr-defined]
         problems = []
         if isr & elr or not (isr | elr) <= replicas:

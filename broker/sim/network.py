@@ -1,6 +1,11 @@
 """The simulated network: per-link delay, drop, partition (one-way grudges) and reorder.
 
-`slow` adds a one-way delay to a link. Links are FIFO by default (as a TCP connection is); with `reorder_probability` a message
+`slow` adds a one-way delay to a link. `data_blocked` holds one-way links
+that lose data-plane messages only (brokers' replication, clients), for the fault
+stories aimed at replication: on a combined node its controller's traffic still flows.
+`controller_cut` holds brokers whose
+controller-plane traffic (to and from the controllers) is dropped while the rest flows,
+as a firewall rule on the controller listener's port would (`SimCluster` applies it). Links are FIFO by default (as a TCP connection is); with `reorder_probability` a message
 may overtake the ones sent before it on the same link. A dropped message models a broken
 connection: senders recover through their request timeouts.
 """
@@ -27,6 +32,8 @@ class SimNetwork:
     settings: NetworkSettings = field(default_factory=NetworkSettings)
     blocked: set[tuple[Node, Node]] = field(default_factory=set)
     slow: dict[tuple[Node, Node], int] = field(default_factory=dict)  # extra one-way delay (ms)
+    data_blocked: set[tuple[Node, Node]] = field(default_factory=set)  # data plane only
+    controller_cut: set[Node] = field(default_factory=set)  # brokers cut from every controller
     _last_delivery: dict[tuple[Node, Node], int] = field(default_factory=dict)
 
     def delivery_time(self, src: Node, dst: Node, now: int) -> int | None:
@@ -53,6 +60,12 @@ class SimNetwork:
         self.blocked.add((a, b))
         self.blocked.add((b, a))
 
+    def cut_data(self, a: Node, b: Node) -> None:
+        self.data_blocked.add((a, b))
+        self.data_blocked.add((b, a))
+
     def heal(self) -> None:
         self.blocked.clear()
+        self.data_blocked.clear()
         self.slow.clear()
+        self.controller_cut.clear()

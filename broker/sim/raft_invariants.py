@@ -21,6 +21,7 @@ taken from that node's log when its HWM passed it, with the epoch of that node t
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from broker.core.raft import Role
@@ -52,6 +53,17 @@ class SimRaftLog(RaftLog):
 
     def flush(self, end: int) -> None:
         self.durable = self.entries[:end]
+
+    def after_crash(self, power_loss: bool, rng: random.Random) -> SimRaftLog:
+        """The log a node finds when it starts again: after kill -9 all of it (the page
+        cache survives); after a power loss what it last flushed, plus, when it only grew
+        since, a random part of the unflushed appends (a torn tail)."""
+        entries, durable = self.entries, self.durable
+        if power_loss:
+            n = len(durable)
+            grew = len(entries) > n and entries[:n] == durable
+            entries = entries[: n + rng.randint(0, len(entries) - n)] if grew else durable
+        return SimRaftLog(entries)
 
 
 @dataclass

@@ -177,12 +177,7 @@ class RaftSim:
         if node.raft is None:
             return
         node.raft = None
-        entries, durable = node.log.entries, node.log.durable
-        if power_loss:
-            n = len(durable)
-            grew = len(entries) > n and entries[:n] == durable
-            entries = entries[: n + self.rng.randint(0, len(entries) - n)] if grew else durable
-        node.log = SimRaftLog(entries)
+        node.log = node.log.after_crash(power_loss, self.rng)
 
     def leaders(self) -> list[int]:
         return [i for i, n in self.nodes.items() if n.raft is not None and n.raft.role is Role.LEADER]

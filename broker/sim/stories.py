@@ -35,9 +35,10 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from broker.core.broker import RUNNING
 from broker.core.messages import NO_LEADER, AlterPartitionRequest, TopicPartition
 from broker.core.metadata import PartitionRegistration
-from broker.sim.cluster import CONTROLLER, SimCluster
+from broker.sim.cluster import SimCluster
 
 POLL_MS = 50
 
@@ -131,9 +132,10 @@ class HeldAlter:
     arrives_at: int = -1
 
     def matches(self, src: int | str, msg: AlterPartitionRequest) -> bool:
-        if src != self.leader or msg.tp != self.tp or self.c.controller is None:
+        ctl = self.c.latest_controller
+        if src != self.leader or msg.tp != self.tp or ctl is None:
             return False
-        reg = self.c.controller.image.partitions.get(self.tp)
+        reg = ctl.image.partitions.get(self.tp)
         added = {m.broker_id for m in msg.new_isr_with_epochs}
         return reg is not None and self.member in added and self.member not in reg.isr
 
@@ -149,7 +151,9 @@ class Ctx:
         self.c, self.rng, self.log, self.holds, self.lag_ms = c, rng, log, holds, lag_ms
 
     def _reg(self, tp: TopicPartition) -> PartitionRegistration | None:
-        return None if self.c.controller is None else self.c.controller.image.partitions.get(tp)
+        """What the controller last active knows (during a controller election too)."""
+        ctl = self.c.latest_controller
+        return None if ctl is None else ctl.image.partitions.get(tp)
 
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         reg = self._reg(tp)
@@ -169,12 +173,21 @@ class Ctx:
         return fs
 
     def fenced(self, i: int) -> bool:
-        c = self.c
-        return c.controller is not None and not c.controller.image.is_usable(i)
+        ctl = self.c.latest_controller
+        return ctl is not None and not ctl.image.is_usable(i)
+
+    def cut(self, a: int, b: int) -> None:
+        """Replication between brokers a and b stops both ways (data plane only: on a
+        combined node the controller's traffic flows, see `SimNetwork.data_blocked`)."""
+        self.c.net.cut_data(a, b)
+
+    def block(self, a: int, b: int) -> None:
+        """What broker a sends broker b is lost (one way, data plane only)."""
+        self.c.net.data_blocked.add((a, b))
 
     def unblock(self, *pairs: tuple[int, int]) -> None:
         for p in pairs:
-            self.c.net.blocked.discard(p)
+            self.c.net.data_blocked.discard(p)
 
     def restart_when_down(self, i: int, after_ms: int, end: int) -> None:
         """Start broker i `after_ms` after it has stopped (a controlled shutdown takes a while)."""
@@ -196,23 +209,35 @@ class Ctx:
         self.restart_when_down(i, self.rng.randint(200, 2000), end)
 
 
+def _serving(x: Ctx, i: int) -> bool:
+    """Broker i runs, registered and unfenced, not shutting down."""
+    b = x.c.brokers[i].broker
+    return b is not None and b.state == RUNNING
+
+
 def _ready(x: Ctx, tp: TopicPartition) -> int:
-    """The leader of `tp` if it is running, else NO_LEADER."""
+    """The leader of `tp` if it is serving (not on its way down), else NO_LEADER."""
     ld = x.leader(tp)
-    return ld if ld != NO_LEADER and x.c.running(ld) else NO_LEADER
+    return ld if ld != NO_LEADER and _serving(x, ld) else NO_LEADER
 
 
 def _healthy(x: Ctx, tp: TopicPartition) -> Story:
     """Start from a healthy partition: heal the network, restart its stopped replicas and
-    wait (up to 10 s) until every replica is running and in the ISR under a running leader."""
+    the stopped (or paused) controllers, and wait (up to 10 s) until every replica serves
+    (registered, unfenced, not shutting down) and is in the ISR, and a controller is
+    active."""
     c, replicas = x.c, x.replicas(tp)
     if not replicas:
         yield Until(lambda: False, 0)  # no such partition (yet): the story is dropped
     c.net.heal()
     for r in replicas:
         c.start_broker(r)
+    for v in c.voter_ids:
+        c.resume(v)
+        c.start_broker(v)
     x.log(f"story on {tp}: heal, start {list(replicas)}")
-    yield Until(lambda: _ready(x, tp) != NO_LEADER and len(x.isr(tp)) == len(replicas), 10000)
+    yield Until(lambda: _ready(x, tp) != NO_LEADER and len(x.isr(tp)) == len(replicas) and c.controller is not None
+                and all(_serving(x, r) for r in replicas), 10000)
 
 
 def last_replica_standing(x: Ctx, tp: TopicPartition, end: int) -> Story:
@@ -221,7 +246,7 @@ def last_replica_standing(x: Ctx, tp: TopicPartition, end: int) -> Story:
     fs = x.followers(tp, ld)
     if x.lag_ms <= 5000 and x.rng.random() < 0.5:
         for f in fs:
-            x.c.net.cut(ld, f)
+            x.cut(ld, f)
         x.log(f"lrs {tp}: cut leader {ld} from {fs}")
     else:
         for f in fs:
@@ -302,7 +327,7 @@ def wipe_during_expansion(x: Ctx, tp: TopicPartition, end: int) -> Story:
     if hold is None:
         return
     f, ld = hold.member, hold.leader
-    x.c.net.cut(ld, f)  # the empty follower does not re-fetch before the held request lands
+    x.cut(ld, f)  # the empty follower does not re-fetch before the held request lands
     x.log(f"wipe: cut {f} from {ld}, controlled-shutdown {f}")
     yield from _stop_then(x, f, lambda: x.c.wipe(f))
     x.log(f"wipe: disk of {f} lost")
@@ -324,7 +349,7 @@ def held_alter_partition(x: Ctx, tp: TopicPartition, end: int) -> Story:
     if hold is None:
         return
     f, ld = hold.member, hold.leader
-    x.c.net.cut(ld, f)
+    x.cut(ld, f)
     x.log(f"held-alter: cut {f} from {ld}")
     others = [r for r in x.followers(tp, ld) if r != f and x.c.running(r)]
     yield x.rng.randint(0, 500)
@@ -339,18 +364,18 @@ def stale_hwm_leader(x: Ctx, tp: TopicPartition, end: int) -> Story:
     yield from _healthy(x, tp)
     ld = _ready(x, tp)
     fx, ff = x.followers(tp, ld)[:2]
-    x.c.net.cut(fx, CONTROLLER)
-    x.log(f"stale-hwm {tp}: cut {fx} from the controller (leader {ld})")
+    x.c.cut_from_controllers(fx)
+    x.log(f"stale-hwm {tp}: cut {fx} from the controllers (leader {ld})")
     yield Until(lambda: fx not in x.isr(tp) and x.fenced(fx), 15000)
     yield x.rng.randint(0, 1000)
     ld = _ready(x, tp)
     if ld in (NO_LEADER, ff) or ff not in x.isr(tp):
         return
-    x.c.net.blocked.add((ld, fx))
+    x.block(ld, fx)
     x.log(f"stale-hwm: {ld}'s answers to {fx} stop")
     leo = x.c.brokers[fx].disk.log(tp)
     yield Until(lambda: x.c.brokers[ff].disk.log(tp).log_end_offset > leo.log_end_offset, 3000, poll_ms=5)
-    x.c.net.blocked.add((ld, ff))  # ff got one more batch than fx, and not the HWM that covers it
+    x.block(ld, ff)  # ff got one more batch than fx, and not the HWM that covers it
     x.log(f"stale-hwm: {ld}'s answers to {ff} stop")
     yield x.rng.randint(0, 100)
     x.c.controlled_shutdown(ld)
@@ -358,9 +383,9 @@ def stale_hwm_leader(x: Ctx, tp: TopicPartition, end: int) -> Story:
     x.restart_when_down(ld, x.rng.randint(1000, 4000), end)
     yield Until(lambda: x.leader(tp) not in (NO_LEADER, ld), 5000)
     new = x.leader(tp)
-    x.c.net.blocked.add((new, fx))
-    x.unblock((fx, CONTROLLER), (CONTROLLER, fx))
-    x.log(f"stale-hwm: leader {new}; {fx} back with the controller, {new}'s answers to it stop")
+    x.block(new, fx)
+    x.c.reconnect_to_controllers(fx)
+    x.log(f"stale-hwm: leader {new}; {fx} back with the controllers, {new}'s answers to it stop")
     yield x.rng.randint(6000, 9000)  # fx's metadata fetch times out and is sent again (5 s)
     x.unblock((new, fx), (ld, ff), (ld, fx))
     x.log("stale-hwm: answers flow again")
@@ -370,7 +395,7 @@ def unclean_candidates(x: Ctx, tp: TopicPartition, end: int) -> Story:
     yield from _healthy(x, tp)
     ld = _ready(x, tp)
     fx = x.followers(tp, ld)[0]
-    x.c.net.cut(ld, fx)
+    x.cut(ld, fx)
     if x.lag_ms > 5000 or x.rng.random() < 0.5:  # out of the ISR at once, back cut off from the leader
         x.log(f"unclean {tp}: cut {fx} from leader {ld}, restart it")
         x.take_down(fx, end, controlled=True)
