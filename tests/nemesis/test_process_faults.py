@@ -112,10 +112,12 @@ def test_db_config_hooks_collect_wipe(standin, tmp_path):
     props = dict(line.split("=", 1) for line in n1.read_file(db.config_path(n1)).decode().splitlines())
     assert props["node.id"] == "0"
     assert props["listeners"] == f"PLAINTEXT://{n1.address}:9092,CONTROLLER://{n1.address}:9093"
-    assert props["controller.quorum.voters"] == f"0@{n1.address}:9093"
+    # three nodes: three voters of the controller quorum (clusters.db.default_controllers)
+    assert props["controller.quorum.voters"] == ",".join(f"{i}@{n.address}:9093" for i, n in enumerate(c.nodes))
     assert props["log.dirs"] == db.data_dir(n1)
     p2 = dict(line.split("=", 1) for line in n2.read_file(db.config_path(n2)).decode().splitlines())
-    assert p2["node.id"] == "1" and p2["listeners"] == f"PLAINTEXT://{n2.address}:9092"
+    assert p2["node.id"] == "1" and p2["process.roles"] == "broker,controller"
+    assert p2["listeners"] == f"PLAINTEXT://{n2.address}:9092,CONTROLLER://{n2.address}:9093"
 
     class EnvHook:
         def start_env(self, _db, _node):
