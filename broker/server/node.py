@@ -78,6 +78,7 @@ from broker.core.quorum_controller import (
     RAFT_MESSAGES,
     ControllerActivated,
     ControllerDeactivated,
+    ControllerTarget,
     QuorumController,
 )
 from broker.core.raft import RaftConfig, RaftNode, Role
@@ -142,11 +143,10 @@ class Node:
         self.groups: GroupCoordinator | None = None
         self.metadata_file: MetadataLogFile | None = None
         self.state_file: QuorumStateFile | None = None
-        voters = [v.node_id for v in settings.controller_quorum_voters]
         # Where this node's broker sends controller-bound requests: the active controller
         # as far as it knows (NotController answers and lost links move it).
-        self._controller_target = settings.node_id if settings.node_id in voters else voters[0]
-        self._controller_epoch = -1
+        self.controller_target = ControllerTarget([v.node_id for v in settings.controller_quorum_voters],
+                                                  settings.node_id)
         self.links = Links(self, settings.node_id, logger.getChild("links"), settings.socket_request_max_bytes,
                            settings.link_timeout_ms / 1000)
         self.servers: list[asyncio.base_events.Server] = []
@@ -213,7 +213,7 @@ class Node:
             self.broker = Broker(
                 BrokerConfig(
                     node_id=s.node_id,
-                    controller_id=self._controller_target,
+                    controller_id=self.controller_target.target,
                     broker_heartbeat_interval_ms=s.broker_heartbeat_interval_ms,
                     replica_lag_time_max_ms=s.replica_lag_time_max_ms,
                     replica_fetch_wait_max_ms=s.replica_fetch_wait_max_ms,
@@ -409,7 +409,7 @@ class Node:
                 return
             self._apply(CONTROLLER, self.quorum.handle(src, msg, self.now()))
         elif isinstance(msg, NotController):
-            self._on_not_controller(msg)
+            self._on_not_controller(src, msg)  # type: ignore[arg-type]
         else:
             if self.broker is None:
                 self.log.warning("no broker here for %s from %s", type(msg).__name__, src)
@@ -453,7 +453,7 @@ class Node:
                 self.log.info("controller: active in quorum epoch %d (metadata log end %d)", o.epoch, o.metadata_end)
                 self._event("controller-active", epoch=o.epoch)
                 if self.broker is not None:
-                    self._on_not_controller(NotController(self.node_id, o.epoch))
+                    self._on_not_controller(self.node_id, NotController(self.node_id, o.epoch))
             elif isinstance(o, ControllerDeactivated):
                 self.log.info("controller: no longer active in quorum epoch %d (leader %d)", o.epoch, o.leader_id)
         if role == BROKER and self.broker is not None and self.broker.image.next_offset != self._image_offset:
@@ -482,8 +482,9 @@ class Node:
                 self.log.warning("quorum: metadata log truncated from %d to %d (epoch %d)", o.from_end, o.to, o.epoch)
             elif isinstance(o, RoleChanged):
                 self.log.info("quorum: %s in epoch %d (leader %d)", o.role, o.epoch, o.leader_id)
-                if o.role == Role.FOLLOWER.value and self.broker is not None and o.leader_id != self._controller_target:
-                    self._on_not_controller(NotController(o.leader_id, o.epoch))
+                if (o.role == Role.FOLLOWER.value and self.broker is not None
+                        and o.leader_id != self.controller_target.target):
+                    self._on_not_controller(self.node_id, NotController(o.leader_id, o.epoch))
         if self.metadata_file is not None:
             self.metadata_file.sync()  # the controller's records before the answers that depend on them
 
@@ -517,7 +518,7 @@ class Node:
     def _send_to_controller(self, msg: object) -> None:
         """To the active controller as far as this broker knows: in process, or over the
         link to that voter's controller listener."""
-        target = self._controller_target
+        target = self.controller_target.target
         if target == self.node_id and self.quorum is not None:
             self._local.append((CONTROLLER, self.node_id, msg))
             return
@@ -525,23 +526,19 @@ class Node:
         assert v is not None
         self.links.connect(v.node_id, internal.ROLE_CONTROLLER, v.host, v.port).send(msg)
 
-    def _on_not_controller(self, msg: NotController) -> None:
-        """A controller refused a request (or stopped being active), or this node learnt
-        the quorum's leader: send the broker's requests to that leader from now on (to the
-        next voter when none is known), and again what is in flight."""
-        if msg.epoch < self._controller_epoch or self.broker is None:
+    def _on_not_controller(self, src: int, msg: NotController) -> None:
+        """Voter `src` refused a request (or stopped being active), or this node learnt the
+        quorum's leader (`src` is this node): `ControllerTarget` picks where the broker's
+        requests go from now on; what is in flight is sent again when it says so."""
+        if self.broker is None:
             return
-        self._controller_epoch = msg.epoch
-        old = self._controller_target
-        self._controller_target = msg.leader_id if self.s.voter(msg.leader_id) is not None else self._next_voter(old)
-        if self._controller_target != old:
+        old = self.controller_target.target
+        if not self.controller_target.not_controller(src, msg.leader_id, msg.epoch):
+            return
+        if self.controller_target.target != old:
             self.log.info("controller requests go to node %d (was %d, quorum epoch %d)",
-                          self._controller_target, old, msg.epoch)
+                          self.controller_target.target, old, msg.epoch)
         self._controller_request_lost()
-
-    def _next_voter(self, after: int) -> int:
-        ids = [v.node_id for v in self.s.controller_quorum_voters]
-        return ids[(ids.index(after) + 1) % len(ids)] if after in ids else ids[0]
 
     def _controller_request_lost(self) -> None:
         """What this broker sent the controller will not be answered: send it again."""
@@ -597,12 +594,7 @@ class Node:
             self.log.warning("%r: unexpected %s; closing", link, type(msg).__name__)
             link.close()
             return
-        try:
-            self._dispatch(target, link.peer_id, msg)
-            self._drain()
-        except Exception:  # a peer's message must never take the process down
-            self.log.exception("%r: error handling %s; closing the link", link, type(msg).__name__)
-            link.close()
+        self._deliver(link, target, msg)
 
     def _on_raft_message(self, link: Link, msg: object) -> None:
         """A quorum message from another voter (on a link either side opened)."""
@@ -610,8 +602,12 @@ class Node:
             self.log.warning("%r: unexpected %s; closing", link, type(msg).__name__)
             link.close()
             return
+        self._deliver(link, CONTROLLER, msg)
+
+    def _deliver(self, link: Link, target: str, msg: object) -> None:
+        """Hand a peer's accepted message to `target`; an error closes the link."""
         try:
-            self._dispatch(CONTROLLER, link.peer_id, msg)
+            self._dispatch(target, link.peer_id, msg)
             self._drain()
         except Exception:  # a peer's message must never take the process down
             self.log.exception("%r: error handling %s; closing the link", link, type(msg).__name__)
@@ -627,11 +623,8 @@ class Node:
         if link.role == internal.ROLE_BROKER:
             self._apply(BROKER, self.broker.connection_lost(link.peer_id, self.now()))
         elif link.outbound:
-            if link.peer_id == self._controller_target:  # that controller may be gone: ask the next
-                self._controller_target = self._next_voter(link.peer_id)
-            self._apply(BROKER, self.broker.controller_connection_lost(self.now()))
-            for msg in list(self.admin_pending.values()):
-                self._send_to_controller(msg)
+            self.controller_target.link_lost(link.peer_id)  # that controller may be gone: ask the next
+            self._controller_request_lost()
         self._drain()
 
     # ------------------------------------------------------------ admin forwarding
