@@ -176,15 +176,6 @@ class Controller:
                 self.last_heartbeat[bid] = now_ms
         return Actions()
 
-    def expire_session(self, broker_id: int, now_ms: int) -> Actions:
-        """The broker's current incarnation is known to be gone (it lived in this
-        controller's own process, which restarted): its session is over now, so its new
-        incarnation can register at once instead of after `broker_session_timeout_ms`."""
-        self._now = now_ms
-        if broker_id in self.last_heartbeat:
-            self.last_heartbeat[broker_id] = now_ms - self.config.broker_session_timeout_ms - 1
-        return Actions()
-
     # ------------------------------------------------------------ records
     def _commit(self, record: MetadataRecord, acts: Actions) -> int:
         off = self.quorum.append(record)
