@@ -766,9 +766,9 @@ def simulate(gen: Generator, threads: int, *, seed: int = 0, latency: float = 0.
         ev["index"] = len(history)
         history.append(ev)
         free.add(thread)
+        gen.update(ctx(), ev)
         if ev["type"] == "info":
             workers[thread] = workers[thread] + threads
-        gen.update(ctx(), ev)
 
     while len(history) < max_events:
         out = gen.op(ctx())

@@ -172,9 +172,9 @@ def run(gen: Generator, *, threads: int, clients: Callable[[int, int], Client], 
         inflight.discard(thread)
         free.add(thread)
         stats.counts[(ev["f"], ev["type"])] += 1
+        gen.update(ctx(), ev)  # as Jepsen: the generator sees the completion under its own process
         if thread != NEMESIS_THREAD and ev["type"] == "info":
             workers[thread] = workers[thread] + threads
-        gen.update(ctx(), ev)
         if on_event is not None:
             on_event(ev)
 

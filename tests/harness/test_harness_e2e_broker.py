@@ -56,7 +56,7 @@ def test_safe_configuration_is_valid_under_partitions_and_kills(tmp_path):
                                "--nemesis", "partition,kill", "--nemesis-interval", "4", "--time-limit", "20",
                                "--rate", "80", "--seed", "11")
     res = json.loads((run / "results.json").read_text())
-    assert rc == 0 and line["verdict"] == "valid", res.get("anomaly_types")
+    assert rc == 0 and line["verdict"] == "valid", (res.get("anomaly_types"), res["anomalies"].get("no-recovery"))
     assert res["policy"]["name"] == "strict" and res["allowed"] == []
     live = res["liveness"]  # every key took a write and a read again after the final heal
     assert live["valid"] is True and len(live["recovered_keys"]) == 4

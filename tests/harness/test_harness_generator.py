@@ -322,3 +322,33 @@ def test_any_of_does_not_commit_to_a_future_op_while_a_child_is_pending():
     assert isinstance(later, g.Pending) and later.until is not None and later.until > 10
     c = gen.op(g.Context(20, rng, workers, frozenset({0, "nemesis"})))
     assert c["f"] == "c"
+
+
+class _SeesCompletions(g.Generator):
+    """One op per thread, then records which processes' completions reached it."""
+
+    def __init__(self):
+        self.asked, self.completed = set(), []
+
+    def op(self, ctx):
+        t = next((t for t in sorted(ctx.free_threads(), key=str) if t not in self.asked), None)
+        if t is None:
+            return None if len(self.completed) == len(self.asked) else g.PENDING
+        self.asked.add(t)
+        return {"process": ctx.workers[t], "f": "crash" if t == 0 else "w", "value": 1, "time": ctx.time}
+
+    def update(self, ctx, event):
+        if event["type"] != "invoke":
+            self.completed.append((event["process"], event["type"]))
+
+
+def test_a_routed_generator_sees_an_info_completion_under_the_crashed_process():
+    # regression: the thread's next process was assigned before the update, so `clients`
+    # (OnThreads) no longer found the crashed process and dropped its completion, and a
+    # generator waiting for it (the recovery probe) waited out its whole time limit
+    sim = _SeesCompletions()
+    simulate(g.clients(sim), 3, complete=lambda op: "info" if op["f"] == "crash" else "ok")
+    assert sorted(sim.completed) == [(0, "info"), (1, "ok"), (2, "ok")]
+    real = _SeesCompletions()
+    run(g.clients(real), threads=3, clients=EchoClient, history=ListHistory(), rng=random.Random(1))
+    assert sorted(real.completed) == [(0, "info"), (1, "ok"), (2, "ok")]

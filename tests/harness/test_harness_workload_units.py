@@ -304,3 +304,25 @@ def test_the_final_read_back_reads_again_on_consuming_threads_only():
     assert {e["process"] for e in invokes if e["f"] != "send"} == {0, 1}  # reads: consuming threads only
     assert all(e["f"] in ("send", "assign", "poll") for e in invokes)  # the probe's sends may go anywhere
     assert sum(e["f"] == "poll" for e in invokes) >= 2 and wl.summary()["final_read_complete"]
+
+
+def test_the_recovery_probe_tries_a_key_again_after_an_indeterminate_send():
+    import itertools
+
+    from harness import generator as gen
+    from workloads.queue import RecoveryProbe
+
+    failed: set[str] = set()
+
+    def complete(op):
+        key = op["value"][0][1]
+        if key in ("q-0", "q-1") and key not in failed:
+            failed.add(key)
+            return "info"
+        return "ok"
+
+    probe = gen.time_limit(30, RecoveryProbe(["q-0", "q-1", "q-2"], itertools.count()))
+    hist = gen.simulate(gen.clients(probe), 3, complete=complete, latency=0.03)
+    ok = [e["value"][0][1] for e in hist if e["type"] == "ok"]
+    assert sorted(ok) == ["q-0", "q-1", "q-2"]
+    assert hist[-1]["time"] < 1e9, "the retry waits retry_s (0.25 s), not the time limit"
