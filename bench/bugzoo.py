@@ -36,8 +36,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from contracts.errors import EXIT_BAD_INPUT, InputError  # noqa: E402
 from harness import campaign as C  # noqa: E402
-from harness.errors import EXIT_BAD_INPUT, InputError  # noqa: E402
 
 
 def loadavg() -> str:

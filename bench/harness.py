@@ -3,7 +3,7 @@
 1. Interpreter throughput: ops/s the generator interpreter runs and journals (history
    appended and flushed per event) against a no-op client, for 1, 4 and 10 client threads
    with no rate limit (best of N runs of `--seconds` each), and the generator alone
-   (`harness.generator.simulate`: ops/s of the combinators without threads or I/O).
+   (`contracts.generator.simulate`: ops/s of the combinators without threads or I/O).
 2. Time outside the workload window of a real test on the local backend (root): cluster
    creation, broker start, topics, heal, final read-back, teardown, check and report, from
    the run's `timings`, for a `--window` s test (default 60) of the queue workload with
@@ -49,9 +49,9 @@ def loadavg() -> str:
 
 
 def interpreter_ops(threads: int, seconds: float) -> float:
-    from harness import generator as g
+    from contracts import generator as g
+    from contracts.history import HistoryWriter
     from harness import interpreter
-    from harness.history import HistoryWriter
     from workloads.noop import NoopClient
 
     with tempfile.TemporaryDirectory() as d:
@@ -65,7 +65,7 @@ def interpreter_ops(threads: int, seconds: float) -> float:
 
 
 def generator_ops(n: int = 200_000) -> float:
-    from harness import generator as g
+    from contracts import generator as g
 
     gen = g.limit(n, g.stagger(0.0001, g.mix(g.repeat({"f": "a"}), g.repeat({"f": "b"}))))
     t0 = time.monotonic()

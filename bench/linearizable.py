@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkers.linearizable.check import analyse  # noqa: E402
-from harness.formats import read_history  # noqa: E402
+from contracts.formats import read_history  # noqa: E402
 
 DATA = Path(os.environ.get("WRACK_SHARED", ROOT.parent / "shared")) / "data" / "porcupine"
 

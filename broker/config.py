@@ -26,7 +26,7 @@ from typing import Any
 
 from broker.core import properties as props
 from broker.core.properties import ConfigSource, ConfigType, Listener, Property, Scope, Voter
-from harness.errors import InputError
+from contracts.errors import InputError
 
 __all__ = ["BrokerSettings", "ConfigEntry", "ConfigError", "Listener", "Voter", "broker_config_entries",
            "load_settings", "parse_override", "parse_properties", "settings_from", "topic_config_entries"]

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
+from contracts.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
 
 if TYPE_CHECKING:  # broker.config imports kio: see hide_hypothesis
     from broker.config import BrokerSettings

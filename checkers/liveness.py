@@ -1,6 +1,6 @@
 """Liveness: did the system make progress again after the faults, and how available was it?
 
-`check(events, keys=..., bound_s=30)` is a pure function of a queue history (DESIGN.md's
+`check(events, keys=..., bound_s=30)` is a pure function of a queue history (docs/ARCHITECTURE.md's
 vocabulary). Its parts:
 
 - **Recovery.** The runner journals a nemesis event `final-heal` once every fault is undone
@@ -11,7 +11,7 @@ vocabulary). Its parts:
   A history without a `final-heal` event (an older run, a harness stopped before its heal)
   is not judged (`checked: false`).
 - **Availability.** The share of client ops (and of sends alone) that completed `ok`, in
-  fault windows (`harness.history.fault_windows`), outside them, and in the stretches after
+  fault windows (`contracts.history.fault_windows`), outside them, and in the stretches after
   a heal while no fault is active; and per window.
 - **Recovery times.** For every fault that starts (a window opening, or an instant fault
   such as `power-loss`): seconds to the first `ok` send completing after it; for every heal
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.history import FINAL_HEAL_F, fault_windows
+from contracts.history import FINAL_HEAL_F, fault_windows
 
 NO_RECOVERY = "no-recovery"
 INSTANT_FAULTS = frozenset({"power-loss", "restart", "rolling-restart", "corrupt-file"})

@@ -53,7 +53,7 @@ def write_plots(history_path: str | os.PathLike[str], out_dir: str | os.PathLike
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     an = analysis if analysis is not None else _load(os.fspath(history_path))
-    from harness.history import fault_windows
+    from contracts.history import fault_windows
 
     ctx = _Context(an, fault_windows(an.nemesis), dict(FAULT_COLORS, **(colors or {})), max_points)
     written = []

@@ -4,7 +4,7 @@
   (compact columns, shared with plots and the queue checker, which builds the same table in
   its own pass).
 - `summarize(table, windows, last_time)` is pure: from the table and the fault windows
-  (`harness.history.fault_windows`) to a JSON-ready dict.
+  (`contracts.history.fault_windows`) to a JSON-ready dict.
 - `run_stats(history_path)` does both for a file; for a Kafka queue history it runs the
   queue checker instead (one pass) and returns its `stats`, which add the realtime lag per
   key (ack of a send to the completion of the first poll that returned it).
@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from checkers.queue.core import INFO, TYPE_CODE, TYPE_NAMES, OpTable
+from contracts.history import FaultWindow, fault_windows
 from contracts.pairing import NEMESIS, Pairing
-from harness.history import FaultWindow, fault_windows
 
 IGNORED_FOR_AVAILABILITY = frozenset({"crash", "debug-topic-partitions"})
 QUEUE_FS = frozenset({"send", "poll", "txn"})

@@ -1,7 +1,7 @@
 """The ground floor: the shared contracts every other package builds on.
 
-It imports no other project package. Today it holds the errors and exit codes
-(`contracts.errors`) and the one invoke/completion pairing of history events
-(`contracts.pairing`); DESIGN.md's other shared contracts (history reader/writer,
-generator combinators, store layout) belong here too.
+It imports no other project package: errors and exit codes (`contracts.errors`), the
+history format and reader/writer (`contracts.history`, `contracts.formats`), the one
+invoke/completion pairing (`contracts.pairing`), generator combinators
+(`contracts.generator`) and the results store layout (`contracts.store`).
 """

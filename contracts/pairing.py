@@ -3,7 +3,7 @@
 Every reader of a history (the checkers, stats, plots and timeline, the pipeline, the
 harness) pairs with this module, so one history means the same ops everywhere.
 
-Rules (DESIGN.md, "History"):
+Rules (docs/ARCHITECTURE.md, "History"):
 
 - Nemesis events (`process == "nemesis"`, usually `info`) are not client ops: they are
   never paired. Callers route them before pairing (`pair_ops` hands them to `nemesis`).

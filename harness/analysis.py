@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from checkers import liveness
+from checkers.policy import choose
+from contracts import store
 from contracts.errors import InputError
+from contracts.history import ReadStats, read_events
 from contracts.pairing import NEMESIS, Pairing, same_line
-from harness import store
-from harness.history import ReadStats, read_events
-from harness.policy import choose
 
 
 def workload_options(options: Mapping[str, Any]) -> Any:
@@ -192,7 +192,7 @@ def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, An
 
 def isr_changes(run_dir: Path, test: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The controller's ISR changes from the nodes' event lines, on the history's clock, for the
-    policy (`harness.lossy`: they see a replica's spell outside the ISR that the observer's
+    policy (`checkers.lossy`: they see a replica's spell outside the ISR that the observer's
     polls miss). None when the logs are missing or their clock is only approximate."""
     from harness.nodelogs import read_node_events
 

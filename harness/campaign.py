@@ -48,8 +48,8 @@ from typing import Any
 from xml.sax.saxutils import escape as xml_escape
 from xml.sax.saxutils import quoteattr
 
-from harness import store
-from harness.errors import InputError
+from contracts import store
+from contracts.errors import InputError
 
 DEFAULT_ROOT = "campaign-results"
 EXPECT = ("valid", "invalid", "found", "any")

@@ -1,6 +1,6 @@
 """The `wrack` command line: subcommands, exit codes, one-line errors.
 
-Exit codes (DESIGN.md, as in Jepsen): 0 valid, 1 invalid, 2 unknown, 254 bad arguments
+Exit codes (docs/ARCHITECTURE.md, as in Jepsen): 0 valid, 1 invalid, 2 unknown, 254 bad arguments
 or input, 255 crash. Bad input never shows a traceback: `InputError` becomes
 ``wrack: error: FILE:LINE: message``. Set WRACK_DEBUG=1 to see tracebacks of crashes.
 
@@ -17,7 +17,7 @@ import os
 import sys
 import traceback
 
-from harness.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
+from contracts.errors import EXIT_BAD_INPUT, EXIT_CRASH, InputError
 
 # name -> module implementing add_parser/run. Order is the order of `wrack --help`.
 COMMANDS: dict[str, str] = {

@@ -25,10 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from contracts.errors import exit_code_for
+    from contracts.store import resolve_run
     from harness.analysis import analyze_run
-    from harness.errors import exit_code_for
     from harness.report import verdict_word
-    from harness.store import resolve_run
 
     codes = []
     for arg in args.runs:

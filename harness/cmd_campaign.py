@@ -34,8 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _overrides(items: list[str]) -> dict:
     import yaml
 
+    from contracts.errors import InputError
     from harness.campaign import _norm
-    from harness.errors import InputError
 
     out = {}
     for it in items:

@@ -4,7 +4,7 @@ One file: the result object on stdout. Several files: one JSON object per line, 
 a `file` field. The exit code is the worst verdict: any invalid 1, else any unknown 2,
 else 0; bad input (any file) 254.
 
-Checkers are modules with `check_path(path, args) -> dict` returning DESIGN.md's result
+Checkers are modules with `check_path(path, args) -> dict` returning docs/ARCHITECTURE.md's result
 object; they raise `InputError` for bad input. All options are declared here, grouped by
 the checker that reads them.
 """
@@ -17,7 +17,7 @@ import json
 import sys
 from typing import Any
 
-from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from contracts.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 CHECKERS: dict[str, str] = {
     "linearizable": "checkers.linearizable.cli",

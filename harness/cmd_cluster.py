@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
 
 DEFAULT_NAME = "wrack"
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EXIT_INVALID, EXIT_VALID, InputError
+from contracts.errors import EXIT_INVALID, EXIT_VALID, InputError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "histories"
 
@@ -90,7 +90,7 @@ def run_examples(args: argparse.Namespace) -> int:
     import json
 
     from checkers.linearizable.check import analyse
-    from harness.history import read_events
+    from contracts.history import read_events
 
     rows = []
     ok = True

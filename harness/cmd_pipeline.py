@@ -20,7 +20,7 @@ import shutil
 import sys
 from typing import Any
 
-from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, InputError
+from contracts.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, InputError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -18,8 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from contracts.store import resolve_run
     from harness.report import write_report
-    from harness.store import resolve_run
 
     for arg in args.runs:
         out = write_report(resolve_run(arg))

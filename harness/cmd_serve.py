@@ -23,9 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from harness.errors import InputError
+    from contracts.errors import InputError
+    from contracts.store import results_root
     from harness.serve import make_server
-    from harness.store import results_root
 
     roots = args.roots or [str(results_root()), "campaign-results"]
     roots = [r for r in roots if Path(r).is_dir()] or roots[:1]

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from harness.errors import EXIT_BAD_INPUT
+from contracts.errors import EXIT_BAD_INPUT
 
 
 def _csv(s: str) -> list[str]:

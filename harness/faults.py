@@ -17,7 +17,7 @@ played by `nemesis.schedule.rotation` (each package in turn, a random order per 
 about a quarter of the time fault-free) instead of `combined`'s random flip-flops.
 
 `ScheduleGenerator` turns `nemesis.schedule.combined` into a generator for the nemesis
-thread (`harness.generator.nemesis(...)`), so client ops and faults run on one clock.
+thread (`contracts.generator.nemesis(...)`), so client ops and faults run on one clock.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
-from harness.history import NEMESIS
+from contracts.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
+from contracts.history import NEMESIS
 
 HEAL_F = "heal"
 MIX = "mix"

@@ -11,7 +11,7 @@ system's). It returns when the generator is exhausted and no op is in flight, or
 Clients (`workloads.base.Client`): `invoke(op) -> {"type": ok|fail|info, "value": ..., ...}`
 and `close()`. A client is opened lazily per process by `clients(thread, process)`. An op
 that completes `info` or raises ends its process: the client is closed and the thread
-continues under process `process + threads` (DESIGN.md: a process that got `info` never
+continues under process `process + threads` (docs/ARCHITECTURE.md: a process that got `info` never
 issues another op). An exception from `invoke` becomes `info` with `error`
 "indeterminate: ..."; failing to open a client makes the op `fail` (nothing was sent).
 
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.generator import NEMESIS_THREAD, Context, Generator, Pending
+from contracts.generator import NEMESIS_THREAD, Context, Generator, Pending
 
 NEMESIS = "nemesis"
 

@@ -15,7 +15,7 @@ opaque-origin frame that Chromium renders in a process of its own (IsolateSandbo
 which a headless screenshot or a print could catch before it had painted. It is the page's
 only script; everything else renders without JavaScript.
 
-`write_report(run_dir)` loads a run folder (DESIGN.md layout) and writes
+`write_report(run_dir)` loads a run folder (docs/ARCHITECTURE.md layout) and writes
 `report.html` into it.
 """
 
@@ -116,8 +116,8 @@ def _scan_history(path: Path, wanted: set[int]
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
     """Fault windows, nemesis errors, and the events of the wanted ops (invoke + completion)."""
     from contracts.errors import InputError
+    from contracts.history import fault_windows, read_events
     from contracts.pairing import NEMESIS, Pairing, same_line
-    from harness.history import fault_windows, read_events
 
     if not path.is_file():
         return [], [], {}

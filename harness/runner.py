@@ -1,8 +1,8 @@
-"""One test, start to finish (DESIGN.md "Data flow of one test").
+"""One test, start to finish (docs/ARCHITECTURE.md "Data flow of one test").
 
 `run_test(TestOptions(...))`:
 
-1. a run folder (`harness.store`), test.json (every option, the seed, versions, git
+1. a run folder (`contracts.store`), test.json (every option, the seed, versions, git
    revision; `end` null until the test ends);
 2. create the cluster (`--backend`), install and start a broker on every node, wait until
    each accepts connections, create the workload's topics (every partition has a leader);
@@ -39,11 +39,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import generator as gen
-from harness import interpreter, store
-from harness.errors import InputError, exit_code_for
+from contracts import generator as gen
+from contracts import store
+from contracts.errors import InputError, exit_code_for
+from contracts.history import FINAL_HEAL_F, HistoryWriter
+from harness import interpreter
 from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op, rotates
-from harness.history import FINAL_HEAL_F, HistoryWriter
 from harness.nodelogs import clock_anchor
 from harness.progress import Progress
 

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from harness import store
+from contracts import store
 
 CONFIG_KEYS = ("workload", "nodes", "acks", "nemesis", "rf", "min_isr", "safeguards_off", "time_limit", "client")
 

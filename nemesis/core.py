@@ -2,7 +2,7 @@
 
 `Nemesis.invoke(FaultOp(f, value))` performs the fault and appends one event
 ``{"process": "nemesis", "type": "info", "f": f, "value": {...what was done...}}`` to the
-history (DESIGN.md). Built-in fs (paired by `harness.history.fault_windows`):
+history (docs/ARCHITECTURE.md). Built-in fs (paired by `contracts.history.fault_windows`):
 
 - `start-partition` value: "halves" | "majority" | "one" | "majorities-ring" | "bridge" |
   {"isolate": TARGET} | {"one-way": {"from": TARGET, "to": TARGET}} | {"components": [[..], ..]};

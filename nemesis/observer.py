@@ -25,8 +25,8 @@ the controller by the time the partition lasts.
 Contracts: the observer never blocks its caller (one daemon thread; a poll that fails or
 times out is counted and skipped, nothing is appended for it); `stop()` is idempotent and
 returns within about the metadata timeout. Consumers of the history treat these events as
-observations, not faults: `harness.history.fault_windows` skips them (no start-/stop- name),
-the checkers keep nemesis events apart from client ops, and `harness.lossy` reads them to
+observations, not faults: `contracts.history.fault_windows` skips them (no start-/stop- name),
+the checkers keep nemesis events apart from client ops, and `checkers.lossy` reads them to
 tell when a replica was back in the ISR.
 """
 

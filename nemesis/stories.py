@@ -31,7 +31,7 @@ from nemesis.targets import PartitionView, node_metadata, partition_view
 TP = tuple[str, int]
 POLL_S = 0.2
 TIME_SCALE = 1.0  # multiplies every wait's bound (tests of the step logic shrink it)
-LOSSY_GAP_S = 12.5  # a lossy fault waits this long after the previous one (harness.lossy's 12 s rule)
+LOSSY_GAP_S = 12.5  # a lossy fault waits this long after the previous one (checkers.lossy's 12 s rule)
 LARGE_BYTES = 300  # packets this long carry records; requests, empty answers and pings are shorter
 
 

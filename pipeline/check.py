@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from harness.errors import InputError
+from contracts.errors import InputError
 from pipeline import lin_checks, queue_checks, results, stats, store
 from pipeline.schemas import spark_schema, verdict_str
 

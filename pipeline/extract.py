@@ -26,8 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contracts.errors import InputError
+from contracts.history import TYPES, fault_windows, loads, validate_event
 from contracts.pairing import NEMESIS, Pairing, same_line
-from harness.history import TYPES, fault_windows, loads, validate_event
 from pipeline.schemas import OPS, OPTION_COLUMNS, verdict_str
 
 QUEUE_FS = frozenset(("send", "poll", "txn"))

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import InputError
+from contracts.errors import InputError
 from pipeline import store
 from pipeline.extract import HistoryStats, example_op_index, read_history, result_anomaly_rows, runs_row
 from pipeline.runfolders import find_runs, read_json

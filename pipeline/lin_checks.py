@@ -46,7 +46,7 @@ def events_of(rows: pd.DataFrame) -> list[dict[str, Any]]:
 def check_group(time_limit: float | None, pdf: pd.DataFrame) -> pd.DataFrame:
     """applyInPandas body: one (run, key) group of ops rows to one result row."""
     from checkers.linearizable import check_events
-    from harness.errors import InputError
+    from contracts.errors import InputError
     from pipeline.schemas import verdict_str
 
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ bad_anomaly_types, anomalies with one-sentence `explanation`s, anomaly_counts, a
 stats) from the anomaly examples and counts the Spark job collected; `explain` writes
 the sentence of one example. `allowed_for` is the policy of a run: the harness's
 `allowed` from its results.json when it was checked (computed from its fault history), else
-`harness.policy.choose` over its test options alone (no fault history: lossy shutdowns allow
+`checkers.policy.choose` over its test options alone (no fault history: lossy shutdowns allow
 nothing), plus what the caller allows.
 """
 
@@ -15,8 +15,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from checkers.policy import choose
 from checkers.queue.policy import type_order, verdict
-from harness.policy import choose
 
 
 def allowed_for(run: dict[str, Any], extra: Iterable[str] = ()) -> list[str]:

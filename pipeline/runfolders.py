@@ -2,7 +2,7 @@
 
 A directory is a run folder iff it holds test.json or history.jsonl. `find_runs` walks the
 given paths (run folders, test folders, results/ roots, campaign folders) with
-`harness.store.find_runs` (recursively, not into `latest` links or dot-folders, each
+`contracts.store.find_runs` (recursively, not into `latest` links or dot-folders, each
 folder once) and returns each run once by run id. A run's id is test.json's `run_id`,
 else `<parent folder>/<folder>` as the harness names it.
 """
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,11 @@ class RunFolder:
 
 
 def find_runs(paths: list[str]) -> list[RunFolder]:
-    """Every run folder under `paths` (harness.store's walk), once per run id, sorted by it.
+    """Every run folder under `paths` (contracts.store's walk), once per run id, sorted by it.
 
     A path that does not exist or is not a directory raises InputError.
     """
-    from harness.store import find_runs as walk
+    from contracts.store import find_runs as walk
 
     for p in paths:
         if not os.path.exists(p):
@@ -48,7 +48,7 @@ def run_id_of(run_dir: str) -> str:
     test = read_json(os.path.join(run_dir, "test.json"))
     if isinstance(test, dict) and isinstance(test.get("run_id"), str) and test["run_id"]:
         return test["run_id"]
-    from harness.store import run_id
+    from contracts.store import run_id
 
     return run_id(run_dir)
 

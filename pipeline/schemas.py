@@ -23,7 +23,7 @@ A pipeline directory holds one Parquet dataset per table (`DIR/<table>/*.parquet
   object as JSON, in the single-process checker's form; `check_id` names the check that
   wrote a `pipeline` row (only the run's latest check counts).
 - `verdicts`: one row per run checked by `wrack pipeline check`: the result object of
-  DESIGN.md (as JSON in `result`) and its main fields as columns. A re-check appends a
+  docs/ARCHITECTURE.md (as JSON in `result`) and its main fields as columns. A re-check appends a
   new row; the latest `checked_at` per run is the verdict.
 """
 
@@ -165,7 +165,7 @@ def empty(table: str) -> pa.Table:
 
 
 def verdict_str(valid: Any) -> str | None:
-    """DESIGN.md's `valid` (true, false, "unknown") as the string stored in tables."""
+    """docs/ARCHITECTURE.md's `valid` (true, false, "unknown") as the string stored in tables."""
     if valid is True:
         return "true"
     if valid is False:

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 DEFAULT_MASTER = "local[*]"

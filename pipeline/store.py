@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import InputError
+from contracts.errors import InputError
 from pipeline.schemas import ARROW, TABLES
 
 

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.history import dumps
+from contracts.history import dumps
 
 PLANTABLE_LOG = ("nonlinearizable",)  # the log workload: a read that misses an acknowledged send
 PLANTABLE = (

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.errors import InputError
-from harness.history import HistoryWriter, ReadStats, fault_windows, pair_ops, read_events, read_ops
+from contracts.errors import InputError
+from contracts.history import HistoryWriter, ReadStats, fault_windows, pair_ops, read_events, read_ops
 
 
 def test_writer_assigns_index_and_time(tmp_path):
@@ -34,7 +34,7 @@ def test_sigkill_leaves_readable_history(tmp_path):
     p = tmp_path / "h.jsonl"
     code = textwrap.dedent(f"""
         import os, signal, sys
-        from harness.history import HistoryWriter
+        from contracts.history import HistoryWriter
         w = HistoryWriter({str(p)!r})
         for i in range(1000):
             w.append({{"process": i % 5, "type": "invoke" if i % 2 == 0 else "ok", "f": "write", "value": i}})

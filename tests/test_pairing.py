@@ -2,7 +2,7 @@
 
 Random interleavings of processes (each invoke followed by zero or one completion, a
 process over after `info`, nemesis events between) pair exactly as a reference written
-here from DESIGN.md's rules; the readers built on the pairing (stats' op table, the queue
+here from docs/ARCHITECTURE.md's rules; the readers built on the pairing (stats' op table, the queue
 checker's pass, the timeline, the pipeline's ops rows) see the same ops; a completion of
 another `f`, a second invoke, a completion without invoke and an invoke after `info` are
 bad input naming the line.
@@ -18,8 +18,8 @@ from checkers.queue import analyze
 from checkers.stats import op_table
 from checkers.timeline import timeline_data
 from contracts.errors import InputError
+from contracts.history import HistoryWriter, read_ops
 from contracts.pairing import Op, Pairing, pair_ops
-from harness.history import HistoryWriter, read_ops
 from pipeline.extract import HistoryStats, read_history
 
 FS = ("read", "write", "cas")

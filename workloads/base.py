@@ -11,8 +11,8 @@ A `Workload` (queue, log, noop) gives the runner:
   `final_generator()` (after the heal: read everything back; None if nothing to do);
 - `observe(event)`: every event of the whole test, whatever phase is current (the runner
   wraps the complete generator with it; phases only update the current phase);
-- `check(history_path, allowed, time_limit) -> result` (DESIGN.md's checker result;
-  `allowed` are the anomaly types the configuration may show, `harness.policy`);
+- `check(history_path, allowed, time_limit) -> result` (docs/ARCHITECTURE.md's checker result;
+  `allowed` are the anomaly types the configuration may show, `checkers.policy`);
 - `analyze(history_path, allowed, time_limit, policies=())` (optional, queue): the checker's
   full analysis, whose `.result` is `check`'s result and which the plots draw from
   (`policies`: the checker's named policies the allowed types came from).
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.generator import Generator
+from contracts.generator import Generator
 from workloads.kafka_io import KafkaIO, open_io
 
 

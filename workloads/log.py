@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.generator import PENDING, Context, Generator, Pending
-from harness.history import read_events
+from contracts.generator import PENDING, Context, Generator, Pending
+from contracts.history import read_events
 from workloads.base import BaseWorkload, WorkloadOptions, apply_policy, split_key
 from workloads.errors import ClientError
 from workloads.kafka_io import KafkaIO

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import generator as gen
-from harness.generator import Generator
-from harness.history import read_ops
+from contracts import generator as gen
+from contracts.generator import Generator
+from contracts.history import read_ops
 from workloads.base import BaseWorkload
 
 

@@ -10,7 +10,7 @@ kinds of process (threads 0..`clients`-1, and `in_flight` threads after them):
   that many sends are in flight at once, each under its own process, and polls never hold
   sends back. A send that ends `info` ends its process, as any op does.
 
-Ops (DESIGN.md's history vocabulary):
+Ops (docs/ARCHITECTURE.md's history vocabulary):
 
 - `send` `[["send", key, v]]` -> ok `[["send", key, [offset, v]]]`; `v` is unique (one
   counter for the whole test). With `acks="mixed"` each send carries `"acks": "all"|"1"`.
@@ -42,8 +42,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import generator as gen
-from harness.generator import PENDING, Context, Generator, Pending
+from contracts import generator as gen
+from contracts.generator import PENDING, Context, Generator, Pending
 from workloads.base import BaseWorkload, WorkloadOptions, key_of, split_key
 from workloads.errors import ClientError
 from workloads.kafka_io import KafkaIO, Sender, open_sender

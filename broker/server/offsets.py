@@ -20,7 +20,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import InputError
+from contracts.errors import InputError
 
 
 class OffsetStoreError(InputError):

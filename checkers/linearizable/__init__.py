@@ -2,7 +2,7 @@
 
 Public API (see docs/checkers-linearizable.md):
 
-- ``check_events(events, model, *, time_limit=None, partition=True) -> dict``: DESIGN.md's
+- ``check_events(events, model, *, time_limit=None, partition=True) -> dict``: docs/ARCHITECTURE.md's
   result object for a history given as event dicts.
 - ``MODELS``: name -> `Model` (``register``, ``cas-register``, ``kv``, ``log``).
 - ``Model``: the record of pure functions a model is.

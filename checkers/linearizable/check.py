@@ -22,8 +22,8 @@ from typing import Any
 from checkers.linearizable.models import Model, composite, get_model
 from checkers.linearizable.search import Search, Spec
 from contracts.errors import InputError
+from contracts.history import validate_event
 from contracts.pairing import Op, pair_ops
-from harness.history import validate_event
 
 DEFAULT_MAX_CONFIGS = 10_000_000
 _FIRST_SLICE = 2_000
@@ -77,7 +77,7 @@ class Analysis:
     whole: bool = False  # partitioning switched off
 
     def result(self) -> dict[str, Any]:
-        """DESIGN.md's result object."""
+        """docs/ARCHITECTURE.md's result object."""
         res: dict[str, Any] = {"valid": self.valid, "checker": "linearizable", "model": self.model.name,
                                "ops": self.ops, "partitions": len(self.partitions),
                                "configs": sum(p.configs for p in self.partitions),
@@ -309,7 +309,7 @@ def _cannot_follow(s: Search, stack: list[int]) -> int | None:
 
 def check_events(events: Iterable[dict[str, Any]], model: str | Model, *, time_limit: float | None = None,
                  partition: bool = True, max_configs: int = DEFAULT_MAX_CONFIGS) -> dict[str, Any]:
-    """DESIGN.md's result object for the history `events` (event dicts, any order of keys).
+    """docs/ARCHITECTURE.md's result object for the history `events` (event dicts, any order of keys).
 
     ``valid`` is True, False or "unknown" (time limit or configuration cap reached). An
     invalid result lists, per failing partition, the longest partial linearization and

@@ -1,4 +1,4 @@
-"""`wrack check --checker linearizable`: one history file -> DESIGN.md's result object.
+"""`wrack check --checker linearizable`: one history file -> docs/ARCHITECTURE.md's result object.
 
 `check_path(path, args)` reads the file in its format (``--format`` or recognised), checks
 it against ``--model`` (P-compositionality unless ``--no-partition``), writes the HTML
@@ -14,9 +14,9 @@ from typing import Any
 
 from checkers.linearizable.check import analyse
 from checkers.linearizable.models import get_model
-from harness.errors import InputError
-from harness.formats import detect_format, read_history
-from harness.history import ReadStats, read_events
+from contracts.errors import InputError
+from contracts.formats import detect_format, read_history
+from contracts.history import ReadStats, read_events
 
 
 def html_path(out: str, path: str, many: bool) -> str:

@@ -2,7 +2,7 @@
 
 A `Model` is a small record of pure functions (Porcupine's shape):
 
-- ``prepare(op) -> Prepared | None`` turns one paired history op (`harness.history.Op`)
+- ``prepare(op) -> Prepared | None`` turns one paired history op (`contracts.history.Op`)
   into the model's encoding: a partition ``key`` (``None`` for unkeyed forms), a hashable
   ``call`` tuple that carries the op's input *and* observed output, and whether the call
   is ``readonly`` (it never changes any state). It returns ``None`` for an op that

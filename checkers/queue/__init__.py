@@ -1,8 +1,8 @@
 """The Kafka queue checker: Jepsen's kafka anomalies, found in one streaming pass.
 
-Input: a DESIGN.md history (JSON Lines or event dicts) of `send`, `poll`, `txn`,
+Input: a docs/ARCHITECTURE.md history (JSON Lines or event dicts) of `send`, `poll`, `txn`,
 `assign`, `subscribe` and `crash` ops; keys are strings naming one topic-partition,
-values are integers (or strings) unique per key. Output: DESIGN.md's result object
+values are integers (or strings) unique per key. Output: docs/ARCHITECTURE.md's result object
 (`valid`, `anomaly_types`, `anomalies`) plus `anomaly_counts`, `bad_anomaly_types`,
 `allowed` (the policy applied), `policies`, `worst_realtime_lag`, `checked` and `stats`.
 Every example is `{"explanation": one sentence, "ops": [op indices], ...details}`; an op
@@ -98,9 +98,9 @@ def analyze(events: Iterable[dict[str, Any]], allowed: Iterable[str] = (), *, ti
 
 def check(events: Iterable[dict[str, Any]], allowed: Iterable[str] = (), *, time_limit: float | None = None,
           policies: Iterable[str] = (), ww_deps: bool = False, max_examples: int = 32) -> dict[str, Any]:
-    """Check a stream of event dicts (pure, one pass); DESIGN.md's result object.
+    """Check a stream of event dicts (pure, one pass); docs/ARCHITECTURE.md's result object.
 
-    Bad events raise `harness.errors.InputError` naming the event's position.
+    Bad events raise `contracts.errors.InputError` naming the event's position.
     """
     return analyze(events, allowed, time_limit=time_limit, policies=policies, ww_deps=ww_deps,
                    max_examples=max_examples).result

@@ -138,7 +138,7 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
     }
     if stats:
         from checkers.stats import summarize
-        from harness.history import fault_windows
+        from contracts.history import fault_windows
 
         s = summarize(qp.table, fault_windows(qp.nemesis), last_time=qp.last_time)
         s["realtime_lag"] = lag

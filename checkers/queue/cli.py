@@ -12,7 +12,7 @@ import argparse
 import os
 from typing import Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
 
 
 def check_path(path: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -20,7 +20,7 @@ unseen, nonmonotonic-poll and -send and their `int-` forms) it tells:
   (`broker.core.safeguards.REGISTRY`), each with the evidence the story shows, or that
   no rule of the configuration allows the loss.
 
-Inputs. `events`: history event dicts in order (DESIGN.md), including nemesis events and
+Inputs. `events`: history event dicts in order (docs/ARCHITECTURE.md), including nemesis events and
 the observer's `cluster-state` events (`{"controller", "partitions": {tp: {"leader",
 "isr", "replicas"}}}`). `node_events`: dicts `{"time": ns on the history's clock, "node":
 name, "event": kind, ...}` with the fields of broker/server/eventlog.py, broker ids
@@ -463,7 +463,7 @@ def _log_end(e: dict[str, Any]) -> int:
 
 def _active_faults(faults: list[dict[str, Any]], t: int) -> list[str]:
     """Faults in force at time t (started, not yet stopped)."""
-    from harness.history import fault_windows
+    from contracts.history import fault_windows
 
     return [f"{w.kind} since {_s(w.start):.2f} s ({_fault_text(w.start_event)})"
             for w in fault_windows(faults) if w.start <= t and (w.stop is None or w.stop > t)]
@@ -511,7 +511,7 @@ def _config_rules(f: _Facts, options: dict[str, Any], policies: list[str], off: 
 
 def _power_loss_rule(f: _Facts, durability: dict[str, Any] | None) -> dict[str, Any]:
     """Unflushed data lost in an unclean shutdown: matched unless the run's fault history shows the
-    partition within the ELR's bound (results.json `policy.durability`, harness/lossy.py)."""
+    partition within the ELR's bound (results.json `policy.durability`, checkers/lossy.py)."""
     r = f.restarts[0]
     ev = f"{r['node']} came back ({r['reason']}) at {_s(r['time']):.2f} s with its log ending at {r['to']}"
     if not durability or not durability.get("observed"):

@@ -2,7 +2,7 @@
 
 A run's verdict is `valid: true` iff every anomaly type found is in its *allowed* set.
 The allowed set is the union of named policies and single types. This table is the one
-definition of what each allowance covers; `harness.policy` picks the named policies from a
+definition of what each allowance covers; `checkers.policy` picks the named policies from a
 run's configuration (with the reason for each) and the result prints the set it applied.
 
 Terms: an *acknowledged* record is one a producer was told is at offset o; a *committed*

@@ -1,7 +1,7 @@
 """Fast streaming reader of history files for the checkers (queue, stats, plots, timeline).
 
 `EventFile(path)` iterates the events of a JSON Lines history with the same contract as
-`harness.history.read_events` (blank lines skipped, a torn last line dropped and counted,
+`contracts.history.read_events` (blank lines skipped, a torn last line dropped and counted,
 any other bad line an `InputError(path, line)`), but it only parses: field validation is
 left to the caller, which knows which fields it reads, and reports a bad event through
 `EventFile.line_of(position)` so that errors still cite `FILE:LINE`. That keeps the
@@ -15,7 +15,7 @@ from bisect import bisect_right
 from collections.abc import Iterator
 from typing import Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
 
 try:
     import orjson as _orjson

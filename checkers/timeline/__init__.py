@@ -80,7 +80,7 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     start row, stop row or -1], ...], `c` = {kind: colour} of those windows' kinds
     (`checkers.plots.FAULT_COLORS`, overridden by `colors`; kinds without one get a spare colour).
     """
-    from harness.history import fault_windows
+    from contracts.history import fault_windows
 
     fs: list[str] = []
     fcode: dict[str, int] = {}

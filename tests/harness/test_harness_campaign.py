@@ -13,9 +13,9 @@ from harness_testlib import ROOT, STANDIN, wrack_bin
 
 from broker.core.safeguards import REGISTRY
 from clusters.testing import can_run_local
+from contracts.errors import InputError
 from harness import campaign as C
 from harness import runner
-from harness.errors import InputError
 
 
 def run(verdict: str, types: list[str] = ()) -> dict:
@@ -125,7 +125,7 @@ def test_bugzoo_uses_default_options():
 
 
 def test_unclean_election_option():
-    from harness.policy import choose
+    from checkers.policy import choose
 
     o = runner.TestOptions(unclean_election=True)
     assert runner.broker_options(o).extra["unclean.leader.election.enable"] == "true"

@@ -9,9 +9,9 @@ import subprocess
 import pytest
 from harness_testlib import wrack_bin
 
-from harness import generator as g
+from contracts import generator as g
+from contracts.history import write_history
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, known_packages
-from harness.history import write_history
 
 
 def test_fault_packages_by_name_and_leader_targets():

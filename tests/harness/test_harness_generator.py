@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import generator as g
-from harness.generator import NS, simulate
+from contracts import generator as g
+from contracts.generator import NS, simulate
 from harness.interpreter import GeneratorStuck, run
 
 

@@ -1,4 +1,4 @@
-"""The policy computed from a run's fault history (`harness.lossy`, `harness.policy.choose`):
+"""The policy computed from a run's fault history (`checkers.lossy`, `checkers.policy.choose`):
 synthetic nemesis events as the nemesis and the cluster-state observer write them.
 
 A replica that lost data counts until it is seen back in the ISR (after being seen out);
@@ -12,9 +12,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.history import fault_windows
-from harness.lossy import durability, losses, partition_of
-from harness.policy import choose
+from checkers.lossy import durability, losses, partition_of
+from checkers.policy import choose
+from contracts.history import fault_windows
 
 NODES = ["n1", "n2", "n3"]
 SAFE = {"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nodes": 3, "nemesis": ["power-loss"]}
@@ -339,7 +339,7 @@ def test_checkers_ignore_cluster_state_events():
 
 
 def test_the_pipeline_reads_cluster_state_events_as_neither_ops_nor_faults(tmp_path):
-    from harness.history import write_history
+    from contracts.history import write_history
     from pipeline.extract import HistoryStats, read_history
 
     r = Run().state(0, NODES).add(1, "start-partition", {"grudge": {}}).state(2, ["n1"]).add(3, "stop-partition", {})

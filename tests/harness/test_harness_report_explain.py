@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from broker.server.eventlog import format_event
-from harness import store
+from contracts import store
+from contracts.history import write_history
 from harness.analysis import analyze_run
-from harness.history import write_history
 from harness.nodelogs import clock_anchor
 
 TP = "queue0-0"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import store
+from contracts import store
+from contracts.history import write_history
 from harness.analysis import analyze_run
-from harness.history import write_history
 from harness.netutil import free_port
 from harness.report import load_run, render_report
 

@@ -15,7 +15,7 @@ import pytest
 from harness_testlib import ROOT, STANDIN, force_down, sigkilled_run, wrack_bin
 
 from clusters.testing import can_run_local
-from harness.history import fault_windows, read_events
+from contracts.history import fault_windows, read_events
 
 pytestmark = pytest.mark.root
 needs_local = pytest.mark.skipif(not can_run_local(), reason="needs root and network namespaces")
@@ -133,8 +133,8 @@ def test_campaign_matrix_junit_and_baseline(tmp_path):
 
 
 def test_campaign_file_errors(tmp_path):
+    from contracts.errors import InputError
     from harness.campaign import load_spec
-    from harness.errors import InputError
 
     cases = {"a: [": "bad YAML", "- 1": "mapping", "matrix: {acks: all}": "non-empty list",
              "defaults: {bogus: 1}": "unknown option", "cells: [{acks: all, expect: maybe}]": "expect",

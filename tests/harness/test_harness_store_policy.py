@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from harness import store
-from harness.errors import InputError
-from harness.policy import choose
+from checkers.policy import choose
+from contracts import store
+from contracts.errors import InputError
 
 
 def test_new_run_is_unique_and_latest_follows(tmp_path):

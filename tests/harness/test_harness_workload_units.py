@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import generator as g
-from harness.generator import simulate
+from contracts import generator as g
+from contracts.generator import simulate
 from workloads import make
 from workloads.base import WorkloadOptions, key_of, split_key
 from workloads.errors import LOCAL_CODES, ClientError, classify_read, classify_send
@@ -309,7 +309,7 @@ def test_the_final_read_back_reads_again_on_consuming_threads_only():
 def test_the_recovery_probe_tries_a_key_again_after_an_indeterminate_send():
     import itertools
 
-    from harness import generator as gen
+    from contracts import generator as gen
     from workloads.queue import RecoveryProbe
 
     failed: set[str] = set()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clusters.db import BrokerDB, BrokerOptions
-from harness.history import HistoryWriter, fault_windows, read_events
+from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.clock import install_clock
 from nemesis.core import FaultOp, Nemesis
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from harness.history import HistoryWriter, fault_windows, read_events
+from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.observer import ClusterObserver, state_of
 from nemesis.targets import Metadata, PartitionInfo
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clusters.db import BrokerDB, BrokerOptions
-from harness.history import HistoryWriter, read_events
+from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.corruption import CorruptionSpec, plan_bitflips, plan_truncation, segments, select_segments
 from nemesis.lazyfs.hook import find_hook, install_power_loss

@@ -15,7 +15,7 @@ from lazyfs_testkit import mounted_lazyfs
 from lazyfs_writer import pattern
 
 from clusters.db import BrokerDB, BrokerOptions
-from harness.history import HistoryWriter, read_events
+from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.lazyfs.hook import find_hook, install_power_loss
 

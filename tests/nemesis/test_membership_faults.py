@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clusters.db import BrokerDB, BrokerOptions
-from harness.history import HistoryWriter, read_events
+from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.membership import install_membership
 from nemesis.schedule import packages, prepare, run_schedule

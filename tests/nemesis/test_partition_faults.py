@@ -7,7 +7,7 @@ import random
 import pytest
 from netcheck import all_pairs, reachability, start_listeners
 
-from harness.history import HistoryWriter, fault_windows, read_events
+from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.grudge import blocked_pairs
 

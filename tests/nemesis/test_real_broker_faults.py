@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clusters.db import BrokerDB, BrokerOptions
-from harness.history import HistoryWriter
+from contracts.history import HistoryWriter
 from nemesis.clock import install_clock
 from nemesis.core import FaultOp, Nemesis
 from nemesis.lazyfs.hook import install_power_loss

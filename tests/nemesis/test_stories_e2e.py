@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from clusters.db import BrokerDB, BrokerOptions
-from harness.history import HistoryWriter, read_events
+from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.schedule import prepare, story_package
 from nemesis.targets import KafkaMetadata, partition_view

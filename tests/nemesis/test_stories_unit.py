@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from contracts.generator import NEMESIS_THREAD, Context
 from harness.faults import (
     DEFAULT_MIX,
     MIX,
@@ -22,7 +23,6 @@ from harness.faults import (
     known_packages,
     rotates,
 )
-from harness.generator import NEMESIS_THREAD, Context
 from nemesis import stories
 from nemesis.core import FaultOp, Nemesis
 from nemesis.schedule import FaultPackage, rotation

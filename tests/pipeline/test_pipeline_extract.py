@@ -8,8 +8,8 @@ import os
 import pyarrow as pa
 import pytest
 
-from harness.errors import InputError
-from harness.history import write_history
+from contracts.errors import InputError
+from contracts.history import write_history
 from pipeline.extract import HistoryStats, read_history, result_anomaly_rows, runs_row, string_value_id
 from pipeline.runfolders import find_runs
 from pipeline.schemas import ARROW, OPS

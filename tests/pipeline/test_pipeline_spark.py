@@ -19,7 +19,7 @@ import pytest
 
 import checkers.queue as cq
 from checkers.linearizable import check_events
-from harness.history import loads, read_events, write_history
+from contracts.history import loads, read_events, write_history
 from pipeline import analytics, report, store, synth
 from pipeline.check import check
 from pipeline.ingest import ingest

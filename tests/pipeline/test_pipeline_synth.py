@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import checkers.queue as cq
 from checkers.linearizable import check_events
-from harness.history import read_events
+from contracts.history import read_events
 from pipeline import synth
 
 FAST = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

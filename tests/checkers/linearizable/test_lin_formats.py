@@ -1,11 +1,11 @@
-"""Converters of Porcupine's etcd logs and kv EDN files to DESIGN.md events."""
+"""Converters of Porcupine's etcd logs and kv EDN files to docs/ARCHITECTURE.md events."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.errors import InputError
-from harness.formats import detect_format, read_etcd_log, read_history, read_kv_edn
+from contracts.errors import InputError
+from contracts.formats import detect_format, read_etcd_log, read_history, read_kv_edn
 
 ETCD = (
     "INFO  jepsen.util - 0\t:invoke\t:read\tnil\n"

@@ -6,7 +6,7 @@ import pytest
 
 from checkers.linearizable import MODELS, Model, analyse, check_events, get_model
 from checkers.linearizable.models import EMPTY_LOG, NIL, LogState
-from harness.errors import InputError
+from contracts.errors import InputError
 
 
 def H(*ops):
@@ -166,7 +166,7 @@ def test_nemesis_events_are_ignored():
 
 
 def test_configuration_cap_gives_unknown(shared):
-    from harness.formats import read_history
+    from contracts.formats import read_history
 
     path = shared / "data" / "porcupine" / "kv" / "c10-bad.txt"
     a = analyse(read_history(path), "kv", partition=False, max_configs=1000, with_lines=True)

@@ -75,7 +75,7 @@ PLANTS = ("lost-write", "duplicate", "inconsistent-offsets", "G1a", "garbage-rea
 
 @dataclass
 class Sim:
-    """A correct replicated log and its clients, recording a DESIGN.md history.
+    """A correct replicated log and its clients, recording a docs/ARCHITECTURE.md history.
 
     Each key's log is a list of values (offset = position). Consumers poll from their
     position under their current assignment (an assign resets positions to 0).

@@ -8,7 +8,7 @@ import pytest
 from queue_testlib import H
 
 from checkers.queue import ANOMALY_TYPES, POLICIES, check, resolve_allowed
-from harness.errors import InputError
+from contracts.errors import InputError
 
 
 def types(h: H, **kw) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import InputError
+from contracts.errors import InputError
 
 DEFAULT_ROOT = "results"
 TS_FORMAT = "%Y%m%dT%H%M%S"

@@ -1,4 +1,4 @@
-"""Histories: DESIGN.md's JSON Lines format, written crash-safely and read as a stream.
+"""Histories: docs/ARCHITECTURE.md's JSON Lines format, written crash-safely and read as a stream.
 
 One operation event per line::
 

@@ -16,7 +16,7 @@ Loss is allowed only where the protocol makes no promise (reasoning in docs/harn
 - unclean leader election on (`--unclean-election`) -> `unclean-election`: an out-of-sync
   replica may be elected, truncating committed records (as with min ISR 1);
 - more lossy shutdowns of one partition's replicas at once than min.insync.replicas - 1
-  (seed 002, 5.1-5.2: the ELR's bound; counted by `harness.lossy` from the fault events and
+  (seed 002, 5.1-5.2: the ELR's bound; counted by `checkers.lossy` from the fault events and
   the observed ISRs) -> `power-loss-unflushed`. The queue checker takes one allowed set for
   all partitions, so the allowance then covers every partition; the pick names the
   partitions and events that exceeded the bound;
@@ -37,8 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.lossy import Durability, Loss, durability
 from checkers.queue.policy import LOSSY_POLICIES, POLICIES
-from harness.lossy import Durability, Loss, durability
 
 LINEARIZABLE_LOSS = "nonlinearizable"
 LOSSY_SHUTDOWNS = "power-loss-unflushed"  # the named policy for a partition over the ELR's bound
@@ -94,7 +94,7 @@ class Policy:
     def to_dict(self) -> dict[str, Any]:
         """results.json's `policy`: name, rule, allowed, reasons (one line per pick, then the
         notes), notes, `policies` (each pick with its rule, reason, what it allows and its fault
-        events) and `durability` (`harness.lossy.Durability.to_dict`, or null)."""
+        events) and `durability` (`checkers.lossy.Durability.to_dict`, or null)."""
         return {"name": self.name, "rule": self.rule, "allowed": self.allowed, "reasons": self.reasons,
                 "notes": self.notes,
                 "policies": [{"name": p.name, "rule": p.rule, "reason": p.reason, "allows": p.allows,
@@ -169,7 +169,7 @@ def choose(options: Mapping[str, Any], *, incomplete: bool = False,
            isr_changes: Sequence[Mapping[str, Any]] = ()) -> Policy:
     """The policy of a run (see the module docstring). `events`: the history's nemesis events in
     order (None: unknown, so no fault event allows anything); `keys`: the workload's partitions;
-    `isr_changes`: the controller's ISR changes from the nodes' logs (`harness.lossy.durability`);
+    `isr_changes`: the controller's ISR changes from the nodes' logs (`checkers.lossy.durability`);
     `incomplete`: the harness stopped before the final read-back (killed), so acknowledged sends
     may never have been read."""
     workload = options.get("workload", "queue")

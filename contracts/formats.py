@@ -1,11 +1,11 @@
-"""Foreign history formats, converted to DESIGN.md's events (see `harness.history`).
+"""Foreign history formats, converted to docs/ARCHITECTURE.md's events (see `contracts.history`).
 
 - ``etcd-log``: the Jepsen etcd logs of Porcupine's test data (``INFO jepsen.util - <proc>
   :<type> :<f> <value>``; one cas-register). Values: ``nil`` -> null, integers, ``[a b]`` ->
   ``[a, b]``; ``:timed-out`` completions carry ``"error": "timed-out"`` and no value.
 - ``kv-edn``: Porcupine's kv files, one flat EDN map per line (``{:process 0, :type
   :invoke, :f :append, :key "0", :value "x 0 0 y"}``); the keyed form ``[key, value]``.
-- ``jsonl``: the native format (`harness.history.read_events`).
+- ``jsonl``: the native format (`contracts.history.read_events`).
 
 Every reader yields ``(line_number, event)`` with ``time`` = the line number (these logs
 are in real-time order) and a dense ``index``; a line it cannot parse raises
@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from harness.errors import InputError
-from harness.history import read_events
+from contracts.errors import InputError
+from contracts.history import read_events
 
 FORMATS = ("jsonl", "etcd-log", "kv-edn")
 
