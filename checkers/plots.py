@@ -67,9 +67,9 @@ def write_plots(history_path: str | os.PathLike[str], out_dir: str | os.PathLike
 
 def _load(path: str) -> Any:
     """An analysis-like object for any history: the queue checker's for queue histories."""
-    from checkers.stats import _looks_like_queue
+    from checkers.files import looks_like_queue
 
-    if _looks_like_queue(path):
+    if looks_like_queue(path):
         from checkers.queue import analyze_file
 
         return analyze_file(path)

@@ -1,13 +1,12 @@
 """Per-run statistics: ops by f and outcome, availability overall and per fault window.
 
 - `op_table(events)` pairs invokes with completions (`contracts.pairing`) into an `OpTable`
-  (compact columns, shared with plots and the queue checker, which builds the same table in
-  its own pass).
+  (`checkers.optable`: compact columns, shared with plots and the queue checker, which
+  builds the same table in its own pass).
 - `summarize(table, windows, last_time)` is pure: from the table and the fault windows
   (`contracts.history.fault_windows`) to a JSON-ready dict.
-- `run_stats(history_path)` does both for a file; for a Kafka queue history it runs the
-  queue checker instead (one pass) and returns its `stats`, which add the realtime lag per
-  key (ack of a send to the completion of the first poll that returned it).
+- `checkers.files.run_stats(history_path)` does both for a file (for a Kafka queue
+  history it runs the queue checker instead, whose `stats` come from `summarize` too).
 
 Definitions: an op's outcome is its completion type (`ok`, `fail`, `info`; an op never
 completed counts as `info`). *Availability* is ok / completed over client ops other than
@@ -18,18 +17,16 @@ to a fault window when it completes (or, never completed, is invoked) inside it;
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from checkers.queue.core import INFO, TYPE_CODE, TYPE_NAMES, OpTable
-from contracts.history import FaultWindow, fault_windows
+from checkers.optable import INFO, TYPE_CODE, TYPE_NAMES, OpTable
+from contracts.history import FaultWindow
 from contracts.pairing import NEMESIS, Pairing
 
 IGNORED_FOR_AVAILABILITY = frozenset({"crash", "debug-topic-partitions"})
-QUEUE_FS = frozenset({"send", "poll", "txn"})
 
-__all__ = ["OpTable", "op_table", "run_stats", "summarize"]
+__all__ = ["OpTable", "op_table", "summarize"]
 
 
 def op_table(events: Iterable[dict[str, Any]], path: str | None = None,
@@ -111,27 +108,3 @@ def summarize(table: OpTable, windows: list[FaultWindow], *, last_time: int = 0)
                            "availability": round(ok_out / n_out, 6) if n_out else None},
     }
 
-
-def run_stats(history_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Statistics of one history file (see the module docstring)."""
-    from checkers.queue.reader import EventFile
-
-    path = os.fspath(history_path)
-    if _looks_like_queue(path):
-        from checkers.queue import analyze_file
-
-        return analyze_file(path).result["stats"]
-    ef = EventFile(path)
-    tab, nemesis, last = op_table(ef, path, ef.line_of)
-    return summarize(tab, fault_windows(nemesis), last_time=last)
-
-
-def _looks_like_queue(path: str, probe: int = 2000) -> bool:
-    from checkers.queue.reader import EventFile
-
-    for i, ev in enumerate(EventFile(path)):
-        if ev.get("f") in QUEUE_FS:
-            return True
-        if i >= probe:
-            break
-    return False

@@ -79,3 +79,89 @@ def test_no_import_cycle_between_packages():
 
     for p in PACKAGES:
         visit(p, [])
+
+
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the project's packages (a package is
+    its `__init__.py`)."""
+    mods: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            parts = list(f.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join(parts)] = f
+    return mods
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Module -> the project modules it imports, at any depth (inside functions and under
+    `if TYPE_CHECKING:` too: a cycle there is still two modules that need each other).
+    `import a.b` and `from a.b import c` are edges to the module a.b; `from a.b import c`
+    is an edge to a.b.c when that is a module. Absolute and relative imports alike."""
+    mods = module_files()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, f in mods.items():
+        package = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Import):
+                graph[mod].update(a.name for a in node.names if a.name in mods)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    base_name = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    base_name = node.module or ""
+                for a in node.names:
+                    sub = f"{base_name}.{a.name}"
+                    if sub in mods:
+                        graph[mod].add(sub)
+                    elif base_name in mods:
+                        graph[mod].add(base_name)
+    for mod in graph:
+        graph[mod].discard(mod)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as [m1, m2, ..., m1], or None."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path: list[str] = [start]
+        on_path = {start}
+        stack = [iter(sorted(graph[start]))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                done.add(path[-1])
+                on_path.discard(path.pop())
+            elif nxt in on_path:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in done:
+                path.append(nxt)
+                on_path.add(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_find_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b", "x"}, "b": set(), "x": {"y"}, "y": {"x"}}) == ["x", "y", "x"]
+
+
+def test_module_imports_resolve_relative_and_submodules():
+    graph = module_imports()
+    assert "checkers.queue.analysis" in graph["checkers.queue"]  # from checkers.queue.analysis import ...
+    assert "contracts.history" in graph["checkers.liveness"]
+
+
+def test_no_import_cycle_between_modules():
+    """No two modules need each other, directly or around a circle, not even through an
+    import inside a function or under TYPE_CHECKING (docs/ARCHITECTURE.md)."""
+    cycle = find_cycle(module_imports())
+    assert cycle is None, f"import cycle between modules: {' -> '.join(cycle)}"

@@ -8,21 +8,23 @@ Kafka request (controller listeners accept links only). Broken framing (negative
 oversize sizes, `socket.request.max.bytes`) closes the connection; so does a request
 that cannot be decoded (see handlers.py). Reading pauses while too many responses are
 outstanding or the socket's write buffer is full.
+
+What a connection needs of the node that accepted it is `ConnectionOwner` (the node of
+broker/server/node.py is one), so this module does not import the node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from broker.server.transport import Link
+from broker.config import BrokerSettings
+from broker.server.transport import Link, Links
 from broker.wire import internal
 from broker.wire.frames import FrameError, FrameReader
-
-if TYPE_CHECKING:
-    from broker.server.node import Node
 
 MAX_OUTSTANDING = 1000  # requests without a written response before reading pauses
 _ids = itertools.count(1)
@@ -47,8 +49,33 @@ class Slot:
         self.conn.flush()
 
 
+class Dispatcher(Protocol):
+    def dispatch(self, conn: KafkaConnection, frame: bytes, slot: Slot) -> None:
+        """Handle one request frame; complete `slot` (now or later)."""
+
+
+class ConnectionOwner(Protocol):
+    """What a connection uses of the node that accepted it."""
+
+    @property
+    def s(self) -> BrokerSettings: ...
+
+    @property
+    def log(self) -> logging.Logger: ...
+
+    @property
+    def connections(self) -> set[Any]:
+        """The open connections: a connection adds itself, and leaves when closed or a link."""
+
+    @property
+    def links(self) -> Links: ...
+
+    @property
+    def handlers(self) -> Dispatcher: ...
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, node: Node, listener: str, controller_listener: bool) -> None:
+    def __init__(self, node: ConnectionOwner, listener: str, controller_listener: bool) -> None:
         self.node = node
         self.listener = listener
         self.controller_listener = controller_listener

@@ -11,21 +11,25 @@ or later). Bad input never raises out of it:
 - an exception in a handler: UNKNOWN_SERVER_ERROR in every error field (logged).
 
 Per-API behaviour follows Kafka; what differs is said in docs/broker.md.
+
+What the handlers need of the node is `HandlerHost` (the node of broker/server/node.py is
+one), so this module does not import the node.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import crc32c
 from kio.schema.errors import ErrorCode
 
-from broker.config import ConfigEntry, broker_config_entries, topic_config_entries
-from broker.core.broker import MAX_TIMESTAMP
+from broker.config import BrokerSettings, ConfigEntry, broker_config_entries, topic_config_entries
+from broker.core.broker import MAX_TIMESTAMP, Broker
 from broker.core.messages import (
     NO_LEADER,
     CreateTopicRequest,
@@ -37,13 +41,12 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.properties import ConfigSource, ConfigType
-from broker.server.offsets import Committed, coordinator_for
+from broker.server.connection import KafkaConnection, Slot
+from broker.server.groups import GroupCoordinator
+from broker.server.offsets import Committed, OffsetStore, coordinator_for
+from broker.storage import LogManager
 from broker.wire import kafka as k
 from broker.wire.fetch_codec import PartitionData, TopicData, encode_fetch_response
-
-if TYPE_CHECKING:
-    from broker.server.connection import KafkaConnection, Slot
-    from broker.server.node import Node
 
 E = ErrorCode
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -116,8 +119,53 @@ class Req:
         self.slot.complete(k.encode_response(self.key, self.version, self.cid, body))
 
 
+class HandlerHost(Protocol):
+    """What the handlers use of the node: its parts (None until started, or on a
+    controller-only node), its clock and ids, and its ways to the broker core and the
+    controller."""
+
+    @property
+    def s(self) -> BrokerSettings: ...
+
+    @property
+    def log(self) -> logging.Logger: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def broker(self) -> Broker | None: ...
+
+    @property
+    def store(self) -> LogManager | None: ...
+
+    @property
+    def offsets(self) -> OffsetStore | None: ...
+
+    @property
+    def groups(self) -> GroupCoordinator | None: ...
+
+    def now(self) -> int:
+        """The node's clock, monotonic milliseconds."""
+
+    def new_cid(self) -> int:
+        """A fresh correlation id for a core message."""
+
+    def to_broker(self, src: int | str, msg: object, waiter: Callable[[Any], None] | None = None) -> None:
+        """Feed `msg` to the broker core; `waiter` gets the response to it."""
+
+    def forward_to_controller(self, msg: Any) -> asyncio.Future[Any]:
+        """Send an admin request to the active controller; a future of its response."""
+
+    def wait_for_metadata(self, pred: Callable[[], bool]) -> asyncio.Future[None]:
+        """A future done once `pred()` holds for the broker's metadata image."""
+
+    def schedule_timers(self) -> None:
+        """Re-read the deadlines soon (after something outside the core changed them)."""
+
+
 class Handlers:
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: HandlerHost) -> None:
         self.node = node
         self.s = node.s
         self.log = node.log.getChild("api")

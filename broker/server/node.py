@@ -85,8 +85,10 @@ from broker.core.raft import RaftConfig, RaftNode, Role
 from broker.core.raft_messages import FlushLog, LogTruncated, PersistQuorumState, RaftEntry, RoleChanged
 from broker.core.replica import LEADER
 from broker.logapi import STORAGE_ERRORS
+from broker.server.connection import KafkaConnection
 from broker.server.eventlog import election_kind, format_event
 from broker.server.groups import GroupCoordinator
+from broker.server.handlers import Handlers
 from broker.server.logstore import open_store
 from broker.server.offsets import OffsetStore
 from broker.server.quorum_store import (
@@ -171,8 +173,6 @@ class Node:
         self._clients_served = False
         self._next_link_check = 0
         self._bound: list[tuple[Any, socket.socket]] = []
-        from broker.server.handlers import Handlers
-
         self.handlers = Handlers(self)
 
     # ------------------------------------------------------------ clock and ids
@@ -312,8 +312,6 @@ class Node:
             await self._serve(controller_listeners=False)
 
     async def _serve(self, controller_listeners: bool) -> None:
-        from broker.server.connection import KafkaConnection
-
         loop = asyncio.get_running_loop()
         for li, sock in self._bound:
             is_ctl = li.name in self.s.controller_listener_names

@@ -17,23 +17,54 @@ Checks (names as reported):
 - ``valid-controller-state`` (the TLA+ ValidControllerIsrAndElr): ISR and ELR are
   disjoint subsets of the replicas, the leader is in the ISR, ELR is empty once the ISR
   reaches min.insync.replicas, and (with ELR) no fenced broker is in the ISR.
+
+The oracle reads the cluster through `ObservedCluster` (the `SimCluster` of
+broker/sim/cluster.py is one), so this module does not import the cluster.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from broker.core.broker import Broker
+from broker.core.controller import Controller
 from broker.core.messages import NO_LEADER, TopicPartition
 from broker.core.replica import LEADER
 from broker.sim.clients import Ack
+from broker.sim.disk import SimDisk
 from broker.sim.memlog import InMemoryPartitionLog
 
-if TYPE_CHECKING:
-    from broker.core.controller import Controller
-    from broker.sim.cluster import SimCluster
-
 Identity = tuple[int, int, int]
+
+
+class ObservedNode(Protocol):
+    """What the oracle reads of one simulated machine."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def disk(self) -> SimDisk: ...
+
+    @property
+    def broker(self) -> Broker | None:
+        """The running broker, None while the machine is down (or has no broker)."""
+
+
+class ObservedCluster(Protocol):
+    """What the oracle reads of the simulated cluster."""
+
+    @property
+    def controller(self) -> Controller | None:
+        """The active controller, None during elections."""
+
+    @property
+    def brokers(self) -> Mapping[int, ObservedNode]: ...
+
+    def leader_log(self, tp: TopicPartition) -> InMemoryPartitionLog | None:
+        """The log of the controller's current leader of `tp`, if it is running."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +124,7 @@ class Oracle:
         self.verified[key] = upto
         return None
 
-    def check(self, cluster: SimCluster, now: int) -> None:
+    def check(self, cluster: ObservedCluster, now: int) -> None:
         """Evaluate every invariant on the cluster's current state (after every step: the
         fast paths skip what `verified` already covers)."""
         ctl = cluster.controller
@@ -193,9 +224,9 @@ class Oracle:
         if problems:
             self._violate(now, "valid-controller-state", (tp, reg.partition_epoch), f"{tp}: " + "; ".join(problems))  # type: ignore[attr-defined]
 
-    def lost_acked_writes(self, cluster: SimCluster) -> dict[TopicPartition, list[Ack]]:
+    def lost_acked_writes(self, cluster: ObservedCluster) -> dict[TopicPartition, list[Ack]]:
         """acks=all acknowledgements missing from the current leader's log (read back);
-        partitions without a leader are skipped (see `SimCluster.leader_log`)."""
+        partitions without a leader are skipped (see `ObservedCluster.leader_log`)."""
         out: dict[TopicPartition, list[Ack]] = {}
         for tp, acks in self.acked.items():
             log = cluster.leader_log(tp)

@@ -13,8 +13,11 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.queue.core import FAIL, INFO, OK, OpTable, QueuePass
+from checkers.optable import FAIL, INFO, OK, OpTable
+from checkers.queue.core import QueuePass
 from checkers.queue.policy import type_order, verdict
+from checkers.stats import summarize
+from contracts.history import fault_windows
 
 SKIPPED_SHOWN = 10
 VALUES_SHOWN = 32
@@ -137,9 +140,6 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
         "values_read": sum(len(r) for r in qp.read_t.values()),
     }
     if stats:
-        from checkers.stats import summarize
-        from contracts.history import fault_windows
-
         s = summarize(qp.table, fault_windows(qp.nemesis), last_time=qp.last_time)
         s["realtime_lag"] = lag
         result["stats"] = s

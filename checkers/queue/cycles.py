@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from checkers.queue.core import FAIL, INFO, QueuePass
+from checkers.optable import FAIL, INFO
+from checkers.queue.core import QueuePass
 
 MAX_CYCLE_SHOWN = 12
 

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from queue_testlib import H, simulate
 
-from checkers.stats import run_stats
+from checkers.files import run_stats
 from checkers.timeline import fragment_from_page, render_fragment, render_html, timeline_data, write_timeline
 
 
