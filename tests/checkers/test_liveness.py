@@ -117,7 +117,8 @@ def test_a_key_recovers_iff_it_has_an_ok_write_read_back_within_the_bound(writes
             h.poll(t + 0.5, {k: [i]})
     h.events.sort(key=lambda e: e["time"])
     firsts: dict[str, tuple[float, bool]] = {}  # the first ok send of each key, and whether it is read
-    for k, t, read in sorted(writes, key=lambda x: x[1]):
+    # in history order: by time in whole nanoseconds, ties in the order appended (a stable sort)
+    for k, t, read in sorted(writes, key=lambda x: int(x[1] * S)):
         firsts.setdefault(k, (t, read))
     r = liveness.check(h.events, keys=KEYS, bound_s=bound)
     want = {k for k, (t, read) in firsts.items() if read and int((t + 0.5) * S) <= bound * S}
