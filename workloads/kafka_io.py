@@ -19,15 +19,19 @@ whose `send(topic, partition, value) -> offset` many threads call at once (async
 produce, each caller waiting for its own delivery report), for the queue workload's
 send-only processes.
 
-Producers do not retry (`retries=0`, no idempotence): a retried send could duplicate a
-value, and the checker would have to tell which duplicate was ours. librdkafka still sends a
-batch again, without counting a retry, after NOT_LEADER_OR_FOLLOWER and the other errors
-that ask for a metadata refresh, though the first attempt may have been appended
-(KAFKA-13574): an error in a librdkafka delivery report is the last attempt's, so the send
-is indeterminate whatever the code (`ClientError(retried=True)`, see workloads.errors). Only
-errors raised by `produce()` itself (never queued) keep their code's classification.
-kafka-python makes one attempt per record (retries=0). Values are the decimal text of
-integers; records have no key (the partition is chosen explicitly).
+librdkafka producers with acks=all are idempotent (KIP-98): librdkafka resends a batch
+after NOT_LEADER_OR_FOLLOWER and the other errors that ask for a metadata refresh, without
+counting a retry, though the first attempt may have been appended (KAFKA-13574); without
+idempotence that resend appends the value twice, a `duplicate` the checker must not blame on
+the broker. With idempotence the leader recognises the resent batch by its producer id and
+sequence and answers with the first copy's offset, so a duplicate under acks=all is the
+broker's bug. Other acks (librdkafka allows idempotence only with acks=all) make one counted
+attempt (`retries=0`), and their uncounted resends remain. Either way an error in a delivery
+report is the last attempt's, so the send is indeterminate whatever the code
+(`ClientError(retried=True)`, see workloads.errors). Only errors raised by `produce()` itself
+(never queued) keep their code's classification. kafka-python makes one attempt per record
+(retries=0). Values are the decimal text of integers; records have no key (the partition is
+chosen explicitly).
 """
 
 from __future__ import annotations
@@ -65,6 +69,15 @@ def _value(raw: bytes | None) -> Any:
         return raw.decode(errors="replace")
 
 
+def producer_delivery(acks: str) -> dict[str, Any]:
+    """librdkafka's delivery settings for `acks` (module docstring): acks=all sends are
+    idempotent (the broker drops a resent batch it already has), other acks make one
+    counted attempt."""
+    if acks == "all":
+        return {"acks": "all", "enable.idempotence": True}
+    return {"acks": str(acks), "enable.idempotence": False, "message.send.max.retries": 0}
+
+
 class ConfluentIO:
     """confluent-kafka (librdkafka)."""
 
@@ -78,9 +91,8 @@ class ConfluentIO:
                   "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                   "topic.metadata.refresh.interval.ms": 2000, "metadata.max.age.ms": 5000,
                   "socket.connection.setup.timeout.ms": ms, "log_level": 0}
-        self._producer_conf = {**common, "acks": "all" if acks == "all" else str(acks),
-                               "enable.idempotence": False, "message.send.max.retries": 0,
-                               "max.in.flight.requests.per.connection": 1, "linger.ms": 0,
+        self._producer_conf = {**common, **producer_delivery(acks), "linger.ms": 0,
+                               "max.in.flight.requests.per.connection": 1,
                                "request.timeout.ms": ms, "message.timeout.ms": ms,
                                "retry.backoff.ms": 50}
         self._consumer_conf = {**common, "group.id": f"wrack-{client_id}", "enable.auto.commit": False,
@@ -116,6 +128,8 @@ class ConfluentIO:
             raise ClientError(-184) from None
         except self._ck.KafkaException as e:
             err = e.args[0]
+            if err.fatal():
+                self._drop_producer()
             raise ClientError(err.code(), err.name(), err.str()) from None
         deadline = time.monotonic() + self.timeout + 1.0
         while "err" not in box:
@@ -125,8 +139,17 @@ class ConfluentIO:
             p.poll(min(left, 0.5))
         err = box["err"]
         if err is not None:
+            if err.fatal():
+                self._drop_producer()
             raise _delivery_error(err)
         return int(box["offset"])
+
+    def _drop_producer(self) -> None:
+        """After an idempotent producer's fatal error: the next send makes a new one."""
+        if self._producer is not None:
+            self._producer.purge()
+            self._producer.flush(0)
+            self._producer = None
 
     def assign(self, positions: Mapping[TP, int | None]) -> None:
         """Explicit offsets only: None is offset 0 (a log that starts later answers
@@ -160,10 +183,7 @@ class ConfluentIO:
         return int(high)
 
     def close(self) -> None:
-        if self._producer is not None:
-            self._producer.purge()
-            self._producer.flush(0)
-            self._producer = None
+        self._drop_producer()
         if self._consumer is not None:
             try:
                 self._consumer.close()
@@ -283,15 +303,15 @@ class ConfluentSender:
 
     `send` may be called from any number of threads at once; each call produces one record
     asynchronously and waits (at most `timeout` + 1 s) for its own delivery report, which a
-    poller thread serves. The producer's settings are `ConfluentIO`'s (no counted retries,
-    no idempotence); librdkafka's uncounted resends make every delivery-report error
-    indeterminate (module docstring)."""
+    poller thread serves. The producer's settings are `ConfluentIO`'s (idempotent for acks=all);
+    every delivery-report error is indeterminate (module docstring)."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
-        io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
-        self._ck = io._ck
+        self._io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
+        self._ck = self._io._ck
         self.timeout = timeout
-        self._producer = io.producer
+        self._producer = self._io.producer
+        self._lock = threading.Lock()
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._serve, name=f"sender-{client_id}", daemon=True)
         self._poller.start()
@@ -299,6 +319,17 @@ class ConfluentSender:
     def _serve(self) -> None:
         while not self._closed.is_set():
             self._producer.poll(0.05)
+
+    def _replace_after_fatal(self, broken: Any) -> None:
+        """An idempotent producer's fatal error leaves it unusable: the next sends go to a new
+        one (a new producer id); what the broken one still holds is purged (indeterminate)."""
+        with self._lock:
+            if self._producer is not broken:
+                return
+            self._io._producer = None
+            self._producer = self._io.producer
+        broken.purge()
+        broken.flush(0)
 
     def send(self, topic: str, partition: int, value: int) -> int:
         done = threading.Event()
@@ -309,17 +340,22 @@ class ConfluentSender:
             box["offset"] = msg.offset() if msg is not None else None
             done.set()
 
+        producer = self._producer
         try:
-            self._producer.produce(topic, value=str(value).encode(), partition=partition, on_delivery=report)
+            producer.produce(topic, value=str(value).encode(), partition=partition, on_delivery=report)
         except BufferError:
             raise ClientError(-184) from None
         except self._ck.KafkaException as e:
             err = e.args[0]
+            if err.fatal():
+                self._replace_after_fatal(producer)
             raise ClientError(err.code(), err.name(), err.str()) from None
         if not done.wait(self.timeout + 1.0):
             raise ClientError(None, "TIMEOUT", f"no delivery report in {self.timeout + 1.0:g} s")
         err = box["err"]
         if err is not None:
+            if err.fatal():
+                self._replace_after_fatal(producer)
             raise _delivery_error(err)
         return int(box["offset"])
 

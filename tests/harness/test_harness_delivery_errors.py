@@ -11,13 +11,15 @@ workloads.kafka_io with a stand-in producer; the real client runs in the end-to-
 
 from __future__ import annotations
 
+import threading
+
 import confluent_kafka as ck
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from workloads.errors import KAFKA_CODES, LOCAL_CODES, ClientError, classify_send
-from workloads.kafka_io import ConfluentIO, ConfluentSender
+from workloads.kafka_io import ConfluentIO, ConfluentSender, producer_delivery
 from workloads.queue import send_mops
 
 NOT_ENOUGH_REPLICAS = 19
@@ -55,6 +57,12 @@ class Producer:
             self.callbacks.pop(0)(self.report, None)
         return 0
 
+    def purge(self):
+        self.purged = True
+
+    def flush(self, _timeout=0):
+        return 0
+
 
 def confluent_io(producer):
     io = ConfluentIO("127.0.0.1:1", timeout=1.0)
@@ -64,7 +72,8 @@ def confluent_io(producer):
 
 def sender(producer):
     s = object.__new__(ConfluentSender)  # no poller thread: the stand-in reports at once
-    s._ck, s.timeout, s._producer = ck, 1.0, producer
+    s._ck, s.timeout, s._producer, s._lock = ck, 1.0, producer, threading.Lock()
+    s._io = confluent_io(producer)
     producer.at_once = True
     return s
 
@@ -91,3 +100,23 @@ def test_an_error_raised_by_produce_keeps_its_codes_class(make):
     with pytest.raises(ClientError) as e:
         unknown.send("t", 0, 7)
     assert not e.value.retried and e.value.send_outcome().type == "fail"
+
+
+def test_acks_all_producers_are_idempotent_and_others_make_one_attempt():
+    # librdkafka's uncounted resend of an appended batch must not look like the broker's
+    # duplicate: under acks=all the leader drops the resent copy by producer id and sequence
+    assert producer_delivery("all")["enable.idempotence"] is True
+    assert "message.send.max.retries" not in producer_delivery("all")
+    for acks in ("1", "0"):
+        assert producer_delivery(acks) == {"acks": acks, "enable.idempotence": False, "message.send.max.retries": 0}
+    assert ConfluentIO("127.0.0.1:1", acks="all")._producer_conf["enable.idempotence"] is True
+
+
+@CLIENTS
+def test_a_fatal_error_gives_the_next_send_a_new_producer(make):
+    broken = Producer(report=ck.KafkaError(ck.KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True))
+    client = make(broken)
+    with pytest.raises(ClientError) as e:
+        client.send("t", 0, 7)
+    assert e.value.send_outcome().type == "info" and getattr(broken, "purged", False)
+    assert client._producer is not broken
