@@ -336,7 +336,7 @@ def leader_churn(s: Story, candidates: Sequence[TP]) -> None:
     for i in range(3):
         assert leader is not None
         s.crash_restart(leader)
-        w = s.wait(f"leader-{i + 2}", tp, lambda w, old=leader: w.leader not in (None, old), 12)
+        w = s.wait(f"leader-{i + 2}", tp, lambda w, old=leader: w.leader not in (None, old), 20)
         if w is None:
             return
         leader = w.leader

@@ -430,13 +430,16 @@ class Kind:
                 and cfg["min_isr"] >= self.min_isr and (cfg["flush_interval_ms"] != 0 or not self.unsynced))  # type: ignore[operator]
 
 
+# Weights and the stories' share of the fault moves were calibrated again on the
+# controller quorum (its failovers delay stories): over seeds 0-999 each safeguard is
+# caught about as often as on the single controller before (docs/broker-replication.md).
 STORIES: dict[str, Kind] = {
-    "last-replica-standing": Kind(last_replica_standing, 3.0, 10000, lossy=True, unsynced=True),
+    "last-replica-standing": Kind(last_replica_standing, 3.3, 10000, lossy=True, unsynced=True),
     "leader-flap": Kind(leader_flap, 1.0, 5000),
     "restart-then-kill": Kind(restart_then_kill, 0.5, 5000),
-    "wipe-during-expansion": Kind(wipe_during_expansion, 2.0, 12000, lossy=True),
-    "held-alter-partition": Kind(held_alter_partition, 4.0, 14000),
-    "stale-hwm-leader": Kind(stale_hwm_leader, 6.0, 18000, min_isr=2),
+    "wipe-during-expansion": Kind(wipe_during_expansion, 2.5, 12000, lossy=True),
+    "held-alter-partition": Kind(held_alter_partition, 4.8, 14000),
+    "stale-hwm-leader": Kind(stale_hwm_leader, 7.5, 18000, min_isr=2),
     "unclean-candidates": Kind(unclean_candidates, 2.0, 14000),
 }
 LOSSY = frozenset(n for n, k in STORIES.items() if k.lossy)
@@ -450,7 +453,7 @@ class StoryMix:
     stories are played from the first move on, whatever the configuration."""
 
     def __init__(self, c: SimCluster, rng: random.Random, tps: list[TopicPartition], end: int, cfg: dict[str, object],
-                 log: Callable[[str], None], forced: tuple[str, ...] | None, share: float = 0.75) -> None:
+                 log: Callable[[str], None], forced: tuple[str, ...] | None, share: float = 0.85) -> None:
         self.c, self.rng, self.tps, self.end, self.cfg = c, rng, tps, end, cfg
         self.ctx = Ctx(c, rng, log, Holds(c), cfg["lag_ms"])  # type: ignore[arg-type]
         self.forced, self.share, self.busy, self.played = forced, share, False, 0
