@@ -31,10 +31,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-# fault kind -> colour, the defaults of the plots and the timeline (the harness passes its
-# fault packages' colours, `nemesis.schedule`, which these follow)
-FAULT_COLORS = {"partition": "#E9DCA0", "kill": "#E9A4A0", "pause": "#A0B1E9", "clock": "#A0E9E3",
-                "packet": "#D1E8A0", "power-loss": "#C9A0E9", "corruption": "#D8B48A", "membership": "#A66AD8"}
+from contracts.history import FAULT_COLORS, fault_windows
+
 EXTRA_COLORS = ("#F2C6DE", "#C6DEF1", "#DBCDF0", "#FAEDCB", "#C9E4DE", "#F7D9C4")
 TYPE_COLORS = {"ok": "#2F7FD8", "fail": "#E8579A", "info": "#F29A1F"}
 F_MARKERS = ("o", "x", "s", "^", "v", "D", "+")
@@ -53,7 +51,6 @@ def write_plots(history_path: str | os.PathLike[str], out_dir: str | os.PathLike
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     an = analysis if analysis is not None else _load(os.fspath(history_path))
-    from contracts.history import fault_windows
 
     ctx = _Context(an, fault_windows(an.nemesis), dict(FAULT_COLORS, **(colors or {})), max_points)
     written = []

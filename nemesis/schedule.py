@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.history import FAULT_COLORS
 from nemesis.core import FaultOp, Nemesis
 
 
@@ -54,25 +55,25 @@ def partition_package(specs: Sequence[Any] = ("halves", "majority", "one", "majo
                       ) -> FaultPackage:
     pick = _choice(list(specs))
     return FaultPackage("partition", lambda rng: FaultOp("start-partition", pick(rng)),
-                        FaultOp("stop-partition"), [FaultOp("stop-partition")], "#E9DCA0")
+                        FaultOp("stop-partition"), [FaultOp("stop-partition")], FAULT_COLORS["partition"])
 
 
 def kill_package(targets: Sequence[Any] = ("one", "minority", "majority")) -> FaultPackage:
     pick = _choice(list(targets))
     return FaultPackage("kill", lambda rng: FaultOp("kill", pick(rng)), FaultOp("start", "all"),
-                        [FaultOp("start", "all")], "#E9A4A0")
+                        [FaultOp("start", "all")], FAULT_COLORS["kill"])
 
 
 def pause_package(targets: Sequence[Any] = ("one", "minority", "majority")) -> FaultPackage:
     pick = _choice(list(targets))
     return FaultPackage("pause", lambda rng: FaultOp("pause", pick(rng)), FaultOp("resume", "all"),
-                        [FaultOp("resume", "all")], "#A0B1E9")
+                        [FaultOp("resume", "all")], FAULT_COLORS["pause"])
 
 
 def restart_package(targets: Sequence[Any] = ("one",), rolling: bool = False) -> FaultPackage:
     pick = _choice(list(targets))
     f = "rolling-restart" if rolling else "restart"
-    return FaultPackage(f, lambda rng: FaultOp(f, pick(rng)), None, [], "#B0E0A0")
+    return FaultPackage(f, lambda rng: FaultOp(f, pick(rng)), None, [], FAULT_COLORS[f])
 
 
 def power_loss_package(targets: Sequence[Any] = ("one", "minority", "majority"),
@@ -83,7 +84,7 @@ def power_loss_package(targets: Sequence[Any] = ("one", "minority", "majority"),
 
     pick, pick_torn = _choice(list(targets)), _choice(list(torn))
     return FaultPackage("power-loss", lambda rng: FaultOp("power-loss", {"nodes": pick(rng), "torn": pick_torn(rng)}),
-                        None, [], "#C9A0E9", install_power_loss)
+                        None, [], FAULT_COLORS["power-loss"], install_power_loss)
 
 
 def clock_package() -> FaultPackage:
@@ -91,7 +92,7 @@ def clock_package() -> FaultPackage:
     from nemesis.clock import install_clock
 
     return FaultPackage("clock", lambda rng: FaultOp("start-clock", None), FaultOp("stop-clock"),
-                        [FaultOp("stop-clock")], "#A0E9E3", install_clock)
+                        [FaultOp("stop-clock")], FAULT_COLORS["clock"], install_clock)
 
 
 def corruption_package(modes: Sequence[str] = ("bitflip", "truncate")) -> FaultPackage:
@@ -100,7 +101,7 @@ def corruption_package(modes: Sequence[str] = ("bitflip", "truncate")) -> FaultP
 
     pick = _choice(list(modes))
     return FaultPackage("corruption", lambda rng: FaultOp("corrupt-file", {"nodes": "one", "mode": pick(rng)}),
-                        None, [], "#D8B48A", install_corruption)
+                        None, [], FAULT_COLORS["corruption"], install_corruption)
 
 
 def membership_package() -> FaultPackage:
@@ -108,15 +109,13 @@ def membership_package() -> FaultPackage:
     from nemesis.membership import install_membership
 
     return FaultPackage("membership", lambda rng: FaultOp("remove-node", "one"), FaultOp("add-node", None),
-                        [FaultOp("add-node", None)], "#A66AD8", install_membership)
+                        [FaultOp("add-node", None)], FAULT_COLORS["membership"], install_membership)
 
 
 # stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
 # the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
 STORY_TIERS = {"lrs": 0, "hw-truncation": 0, "leso": 0, "wipe-follower": 0, "leader-churn": 1,
                "stale-alter-partition": 1}
-STORY_COLORS = {"lrs": "#B07AD8", "hw-truncation": "#E98A4F", "leso": "#6FB7D9", "wipe-follower": "#8FBF6A",
-                "stale-alter-partition": "#D9C46F", "leader-churn": "#E96F8A"}
 
 
 def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str, int]]]) -> FaultPackage:
@@ -136,7 +135,7 @@ def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str,
             install_power_loss(nem, opts=LazyFSOptions(lose_on_kill=False))
         install_stories(nem, pick, [name])
 
-    return FaultPackage(name, lambda rng: FaultOp(name, None), None, [], STORY_COLORS[name], prepare,
+    return FaultPackage(name, lambda rng: FaultOp(name, None), None, [], FAULT_COLORS[name], prepare,
                         tier=STORY_TIERS[name])
 
 

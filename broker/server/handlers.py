@@ -21,11 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import struct
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import crc32c
 from kio.schema.errors import ErrorCode
 
 from broker.config import BrokerSettings, ConfigEntry, broker_config_entries, topic_config_entries
@@ -41,6 +39,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.properties import ConfigSource, ConfigType
+from broker.records import validate_for_append
 from broker.server.connection import KafkaConnection, Slot
 from broker.server.groups import GroupCoordinator
 from broker.server.offsets import Committed, OffsetStore, coordinator_for
@@ -50,8 +49,6 @@ from broker.wire.fetch_codec import PartitionData, TopicData, encode_fetch_respo
 
 E = ErrorCode
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_BATCH_HEAD = struct.Struct(">qiiBI")
-BATCH_HEADER_SIZE = 61
 FLUSH_POLICY = "wrack.flush.policy"  # a read-only DescribeConfigs line, not a property
 ADMIN_FALLBACK_TIMEOUT_S = 30.0  # how long a CreateTopics/DeleteTopics with timeout 0 waits for the controller
 
@@ -63,40 +60,20 @@ def valid_topic_name(name: str | None) -> bool:
 def check_batches(records: bytes | None, max_message_bytes: int) -> ErrorCode:
     """What a leader checks before appending a Produce partition (v3+: exactly one v2
     batch, length and CRC-32C valid, not transactional or control, within
-    message.max.bytes). Uses broker/records.py's validate_for_append when present."""
+    message.max.bytes): `broker.records.validate_for_append`, then the one-batch rule."""
     if not records:
         return E.invalid_record
     if len(records) > max_message_bytes:
         return E.message_too_large
-    if _validate_for_append is not None:
-        try:
-            headers = _validate_for_append(records, max_message_bytes)
-        except ValueError as e:
-            return getattr(e, "error_code", E.corrupt_message)
-        if len(headers) != 1:
-            return E.invalid_record
-        if headers[0].attributes & 0x30:
-            return E.invalid_record  # transactional / control batches: no transactions here
-        return E.none
-    if len(records) < BATCH_HEADER_SIZE:
-        return E.corrupt_message
-    _base, length, _epoch, magic, crc = _BATCH_HEAD.unpack_from(records, 0)
-    if magic < 2:
-        return E.unsupported_for_message_format
-    if magic != 2 or length + 12 != len(records):
-        return E.corrupt_message if magic != 2 or length + 12 > len(records) or length < 49 else E.invalid_record
-    if crc32c.crc32c(memoryview(records)[21:]) != crc:
-        return E.corrupt_message
-    attributes = int.from_bytes(records[21:23], "big")
-    if attributes & 0x30:
+    try:
+        headers = validate_for_append(records, max_message_bytes)
+    except ValueError as e:
+        return getattr(e, "error_code", E.corrupt_message)
+    if len(headers) != 1:
         return E.invalid_record
+    if headers[0].attributes & 0x30:
+        return E.invalid_record  # transactional / control batches: no transactions here
     return E.none
-
-
-try:  # the storage helper's batch validation, once it exists
-    from broker.records import validate_for_append as _validate_for_append  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - depends on the storage work
-    _validate_for_append = None
 
 
 class Req:

@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from contracts.errors import InputError
+from contracts.history import FAULT_COLORS
 from contracts.pairing import NEMESIS, Pairing
 
 TEMPLATE = Path(__file__).with_name("timeline.html")  # the page around the fragment
@@ -52,7 +53,7 @@ TYPES = {"ok": 0, "info": 1, "fail": 2}  # 3: never completed
 def write_timeline(history_path: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
                    title: str | None = None, colors: Mapping[str, str] | None = None, **_ignored: Any) -> Path:
     """Write the timeline of one history file to `out_path` (see the module docstring).
-    `colors` (fault kind -> colour) override `checkers.plots.FAULT_COLORS` for the bands."""
+    `colors` (fault kind -> colour) override `contracts.history.FAULT_COLORS` for the bands."""
     from checkers.queue.reader import EventFile
 
     p = os.fspath(history_path)
@@ -78,7 +79,7 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     microseconds (delta-encoded), `x` every event's `index` when it differs from its row
     (else empty). Nemesis: `n` = [[row, f, summary], ...], `w` = fault windows [[kind,
     start row, stop row or -1], ...], `c` = {kind: colour} of those windows' kinds
-    (`checkers.plots.FAULT_COLORS`, overridden by `colors`; kinds without one get a spare colour).
+    (`contracts.history.FAULT_COLORS`, overridden by `colors`; kinds without one get a spare colour).
     """
     from contracts.history import fault_windows
 
@@ -149,7 +150,6 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     for w in fault_windows(nem_events):
         windows.append([w.kind, nem_rows.get(id(w.start_event), 0),
                         nem_rows.get(id(w.stop_event), -1) if w.stop_event is not None else -1])
-    from checkers.plots import FAULT_COLORS
 
     palette = {**FAULT_COLORS, **(colors or {})}
     band_colors = {w[0]: palette[w[0]] for w in windows if w[0] in palette}

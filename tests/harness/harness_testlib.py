@@ -23,16 +23,6 @@ def wrack_bin() -> str:
     return str(p) if p.exists() else shutil.which("wrack") or "wrack"
 
 
-def broker_runs() -> bool:
-    """True once `wrack-broker` is the real broker (not the placeholder that exits 254)."""
-    exe = Path(sys.executable).parent / "wrack-broker"
-    try:
-        p = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return p.returncode == 0
-
-
 def force_down(run_dir: Path) -> None:
     """Take down the local cluster of a run (no-op when it is already gone)."""
     from clusters import local

@@ -5,7 +5,7 @@ kafka-python) leaves a history that `wrack analyze` checks; the log workload is
 linearizable; power loss (LazyFS mounted under every broker's data dir by
 `nemesis.schedule.prepare`) drops unsynced data and is valid by its policy; clock skew
 (libfaketime preloaded into every broker) is recorded, plotted and valid under the strict
-policy. No run prints librdkafka's logging. Root only; skipped until `wrack-broker` runs.
+policy. No run prints librdkafka's logging. Root only.
 About 5 minutes."""
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import broker_runs, sigkilled_run, wrack_bin
+from harness_testlib import sigkilled_run, wrack_bin
 
 from clusters.testing import can_run_local
 
 pytestmark = [
     pytest.mark.root, pytest.mark.slow,
     pytest.mark.skipif(not can_run_local(), reason="needs root and network namespaces"),
-    pytest.mark.skipif(not broker_runs(), reason="wrack-broker does not run yet"),
 ]
 
 

@@ -11,14 +11,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import broker_runs, wrack_bin
+from harness_testlib import wrack_bin
 
 from clusters.testing import can_run_local
 
 pytestmark = [
     pytest.mark.root, pytest.mark.slow,
     pytest.mark.skipif(not can_run_local(), reason="needs root and network namespaces"),
-    pytest.mark.skipif(not broker_runs(), reason="wrack-broker does not run yet"),
 ]
 NODES = {"n1", "n2", "n3"}
 

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import broker_runs, wrack_bin
+from harness_testlib import wrack_bin
 
 from clusters.testing import can_run_local
 from harness.nodelogs import read_node_events
@@ -26,7 +26,6 @@ from harness.nodelogs import read_node_events
 pytestmark = [
     pytest.mark.root, pytest.mark.slow,
     pytest.mark.skipif(not can_run_local(), reason="needs root and network namespaces"),
-    pytest.mark.skipif(not broker_runs(), reason="wrack-broker does not run yet"),
 ]
 
 # seed 24's schedule: power losses about 7 s and 25 s into the run, 17 s apart (the first

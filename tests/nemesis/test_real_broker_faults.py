@@ -25,19 +25,8 @@ BROKER = str(Path(sys.executable).parent / "wrack-broker")
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) ", re.M)
 
 
-def broker_runs() -> bool:
-    import subprocess
-
-    if not Path(BROKER).exists():
-        return False
-    r = subprocess.run([BROKER, "--help"], capture_output=True, text=True, timeout=60)
-    return r.returncode == 0 and "--config" in r.stdout
-
-
 @pytest.fixture
 def one_broker(make_cluster, tmp_path):
-    if not broker_runs():
-        pytest.skip("wrack-broker does not run yet")
     c = make_cluster(1)
     dbs = []
 
