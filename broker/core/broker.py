@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kio.schema.errors import ErrorCode
 
@@ -61,11 +62,37 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
-STARTING = "STARTING"
-RECOVERY = "RECOVERY"
-RUNNING = "RUNNING"
-PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
-SHUT_DOWN = "SHUT_DOWN"
+class BrokerState(StrEnum):
+    """The broker's lifecycle (seed 003 section 8; the module docstring)."""
+
+    STARTING = "STARTING"
+    RECOVERY = "RECOVERY"
+    RUNNING = "RUNNING"
+    PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
+    SHUT_DOWN = "SHUT_DOWN"
+
+
+STARTING, RECOVERY, RUNNING = BrokerState.STARTING, BrokerState.RECOVERY, BrokerState.RUNNING
+PENDING_CONTROLLED_SHUTDOWN, SHUT_DOWN = BrokerState.PENDING_CONTROLLED_SHUTDOWN, BrokerState.SHUT_DOWN
+
+# every move the lifecycle makes, and why (a move not listed is a bug: IllegalTransition)
+TRANSITIONS: dict[BrokerState, frozenset[BrokerState]] = {
+    STARTING: frozenset({RECOVERY,  # registered (fenced until caught up)
+                         PENDING_CONTROLLED_SHUTDOWN,  # registered while a shutdown was wanted
+                         SHUT_DOWN}),  # shut down before it ever registered
+    RECOVERY: frozenset({RUNNING,  # unfenced
+                         STARTING,  # STALE_BROKER_EPOCH: register again
+                         PENDING_CONTROLLED_SHUTDOWN}),
+    RUNNING: frozenset({RECOVERY,  # fenced again
+                        STARTING, PENDING_CONTROLLED_SHUTDOWN}),
+    PENDING_CONTROLLED_SHUTDOWN: frozenset({SHUT_DOWN,  # the controller moved leadership away
+                                            STARTING}),
+    SHUT_DOWN: frozenset(),
+}
+
+
+class IllegalTransition(AssertionError):
+    """A lifecycle move that TRANSITIONS does not allow."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +164,7 @@ class Broker:
         self.incarnation_id = incarnation_id
         self.previous_broker_epoch = previous_broker_epoch
         self._hwm_checkpoint = dict(hwm_checkpoint or {})
-        self.state = STARTING
+        self.state: BrokerState = STARTING
         self.broker_epoch = -1
         self.image = MetadataImage()
         self.partitions: dict[TopicPartition, PartitionReplica] = {}
@@ -169,15 +196,20 @@ class Broker:
         self._next_isr_check = now + self.config.replica_lag_time_max_ms // 2
         return acts
 
+    def _move(self, to: BrokerState) -> None:
+        if to is not self.state and to not in TRANSITIONS[self.state]:
+            raise IllegalTransition(f"broker {self.id}: {self.state} -> {to}")
+        self.state = to
+
     def begin_controlled_shutdown(self, now: int) -> Actions:
         """Ask the controller to move leadership away; ShutdownComplete follows."""
         acts = Actions()
         self._want_shutdown = True
         if self.state in (RECOVERY, RUNNING):
-            self.state = PENDING_CONTROLLED_SHUTDOWN
+            self._move(PENDING_CONTROLLED_SHUTDOWN)
             self._send_heartbeat(now, acts)
         elif self.state == STARTING:
-            self.state = SHUT_DOWN
+            self._move(SHUT_DOWN)
             acts.other.append(ShutdownComplete(self.broker_epoch))
         return acts
 
@@ -335,7 +367,7 @@ class Broker:
             return
         self.broker_epoch = msg.broker_epoch
         self._registration_at = None
-        self.state = PENDING_CONTROLLED_SHUTDOWN if self._want_shutdown else RECOVERY
+        self._move(PENDING_CONTROLLED_SHUTDOWN if self._want_shutdown else RECOVERY)
         self._send_heartbeat(now, acts)
         self._send_metadata_fetch(now, acts)
 
@@ -352,23 +384,24 @@ class Broker:
         )
 
     def _on_heartbeat_response(self, msg: BrokerHeartbeatResponse, now: int, acts: Actions) -> None:
-        if msg.correlation_id not in self._heartbeats:
-            return
+        if msg.correlation_id not in self._heartbeats or self.state in (STARTING, SHUT_DOWN):
+            return  # an answer to a heartbeat of an earlier registration
         self._heartbeats = [c for c in self._heartbeats if c > msg.correlation_id]
         if msg.error is ErrorCode.stale_broker_epoch:
-            self.state = STARTING
+            self._move(STARTING)
+            self._heartbeats = []
             self._register(now, acts)
             return
         if msg.error is not ErrorCode.none:
             return
         if self.state == PENDING_CONTROLLED_SHUTDOWN:
             if msg.should_shut_down:
-                self.state = SHUT_DOWN
+                self._move(SHUT_DOWN)
                 acts.other.append(ShutdownComplete(self.broker_epoch))
             else:
                 self._next_heartbeat = min(self._next_heartbeat, now + 50)
             return
-        self.state = RECOVERY if msg.is_fenced else RUNNING
+        self._move(RECOVERY if msg.is_fenced else RUNNING)
         if msg.is_fenced and msg.is_caught_up:
             self._next_heartbeat = min(self._next_heartbeat, now + 50)  # ask to be unfenced soon
 

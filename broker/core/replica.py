@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from kio.schema.errors import ErrorCode
 
@@ -32,9 +33,17 @@ from broker.core.truncation import find_divergence, truncation_offset
 from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
 from broker.records import BatchError
 
-LEADER = "leader"
-FOLLOWER = "follower"
-OFFLINE = "offline"
+
+class ReplicaRole(StrEnum):
+    """A replica's role, from the partition's registration in the metadata image: any role
+    may follow any other (a new registration decides), so there is no transition table."""
+
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"
+
+
+LEADER, FOLLOWER, OFFLINE = ReplicaRole.LEADER, ReplicaRole.FOLLOWER, ReplicaRole.OFFLINE
 
 
 @dataclass(slots=True)
@@ -100,7 +109,7 @@ class PartitionReplica:
         self._next_id = next_id
         self.log = log
         self.s = settings
-        self.role = OFFLINE
+        self.role: ReplicaRole = OFFLINE
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
         self.partition_epoch = -1

@@ -109,7 +109,7 @@ def test_mutated_requests_only_raise_wire_errors(data):
 
 def test_error_responses_encode_for_every_supported_version():
     """What a failing handler answers (UNKNOWN_SERVER_ERROR) can be built in every version."""
-    from broker.server.handlers import error_response
+    from broker.server.api_base import error_response
 
     for f in SAMPLES:
         header, body = decode(f)

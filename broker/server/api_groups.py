@@ -1,0 +1,185 @@
+"""The consumer-group APIs: FindCoordinator, OffsetCommit/OffsetFetch (the offset store)
+and the group membership protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DescribeGroups, ListGroups; broker/server/groups.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker.core.messages import (
+    TopicPartition,
+)
+from broker.server.api_base import ApiFamily, Req
+from broker.server.offsets import Committed, coordinator_for
+from broker.wire import kafka as k
+
+E = ErrorCode
+
+class GroupApis(ApiFamily):
+    def apis(self) -> dict[int, Callable[[Req, Any], None]]:
+        return {k.FIND_COORDINATOR: self.find_coordinator, k.OFFSET_COMMIT: self.offset_commit,
+                k.OFFSET_FETCH: self.offset_fetch, k.JOIN_GROUP: self.join_group, k.SYNC_GROUP: self.sync_group,
+                k.HEARTBEAT: self.heartbeat, k.LEAVE_GROUP: self.leave_group,
+                k.DESCRIBE_GROUPS: self.describe_groups, k.LIST_GROUPS: self.list_groups}
+
+    # ------------------------------------------------------------ groups: coordinator and offsets
+    def _coordinator(self, group: str) -> int:
+        return coordinator_for(group, list(self.image.brokers))
+
+    def find_coordinator(self, req: Req, body: Any) -> None:
+        key_type = getattr(body, "key_type", 0)
+        if key_type != 0:
+            req.reply({"throttle_time": 0, "error_code": E.coordinator_not_available,
+                       "error_message": "transactions are not supported", "node_id": -1, "host": "", "port": -1})
+            return
+        node_id = self._coordinator(body.key)
+        ep = self._endpoint(node_id, req.conn.listener) if node_id >= 0 else None
+        if ep is None or not self.image.is_usable(node_id):
+            req.reply({"throttle_time": 0, "error_code": E.coordinator_not_available, "error_message": None,
+                       "node_id": -1, "host": "", "port": -1})
+            return
+        req.reply({"throttle_time": 0, "error_code": E.none, "error_message": None, "node_id": node_id,
+                   "host": ep.host, "port": ep.port})
+
+    def offset_commit(self, req: Req, body: Any) -> None:
+        store = self.node.offsets
+        assert store is not None
+        group = body.group_id
+        generation = getattr(body, "generation_id_or_member_epoch", -1)
+        group_err = E.none
+        if self._coordinator(group) != self.node.node_id:
+            group_err = E.not_coordinator
+        else:
+            group_err = self.node.groups.commit_error(self.node.now(), group, generation, body.member_id)
+        entries: dict[tuple[str, int], Committed | None] = {}
+        out = []
+        for t in body.topics:
+            prs = []
+            for p in t.partitions:
+                err = group_err
+                if err is E.none and not self._known(TopicPartition(t.name, p.partition_index)):
+                    err = E.unknown_topic_or_partition
+                if err is E.none:
+                    entries[(t.name, p.partition_index)] = Committed(
+                        p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata
+                    )
+                prs.append({"partition_index": p.partition_index, "error_code": err})
+            out.append({"name": t.name, "partitions": prs})
+        if entries:
+            store.commit(group, entries)
+        req.reply({"throttle_time": 0, "topics": out})
+
+    def offset_fetch(self, req: Req, body: Any) -> None:
+        store = self.node.offsets
+        assert store is not None
+        group = body.group_id
+        if self._coordinator(group) != self.node.node_id:
+            err = E.not_coordinator
+            topics = [{"name": t.name, "partitions": [{"partition_index": i, "committed_offset": -1, "metadata": "",
+                                                       "error_code": err} for i in t.partition_indexes]}
+                      for t in body.topics or ()]
+            req.reply({"throttle_time": 0, "topics": topics, "error_code": err})
+            return
+        committed = store.fetch(group)
+        if body.topics is None:
+            wanted: dict[str, list[int]] = {}
+            for (t, p) in sorted(committed):
+                wanted.setdefault(t, []).append(p)
+        else:
+            wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+        out = []
+        for name, idxs in wanted.items():
+            prs = []
+            for i in idxs:
+                c = committed.get((name, i))
+                prs.append({"partition_index": i, "committed_offset": c.offset if c else -1,
+                            "committed_leader_epoch": c.leader_epoch if c else -1,
+                            "metadata": (c.metadata if c and c.metadata is not None else ""), "error_code": E.none})
+            out.append({"name": name, "partitions": prs})
+        req.reply({"throttle_time": 0, "topics": out, "error_code": E.none})
+
+    # ------------------------------------------------------------ group membership
+    def _not_coordinator(self, req: Req, group: str) -> bool:
+        return self._coordinator(group) != self.node.node_id
+
+    def join_group(self, req: Req, body: Any) -> None:
+        if self._not_coordinator(req, body.group_id):
+            req.reply({"throttle_time": 0, "error_code": E.not_coordinator, "member_id": body.member_id,
+                       "protocol_name": "", "leader": "", "members": []})
+            return
+        v = req.version
+
+        def reply(r: Any) -> None:
+            req.reply({"throttle_time": 0, "error_code": r.error, "generation_id": r.generation_id,
+                       "protocol_type": r.protocol_type, "protocol_name": r.protocol_name or (None if v >= 7 else ""),
+                       "leader": r.leader, "member_id": r.member_id,
+                       "members": [{"member_id": mid, "group_instance_id": iid, "metadata": meta} for mid, iid, meta in r.members]})
+
+        self.node.groups.join(
+            self.node.now(), body.group_id, body.member_id, getattr(body, "group_instance_id", None),
+            req.header.client_id or "", req.conn.peer.rsplit(":", 1)[0], k.ms(body.session_timeout),
+            k.ms(getattr(body, "rebalance_timeout", -1)), body.protocol_type,
+            [(p.name, p.metadata) for p in body.protocols], v >= 4, reply,
+        )
+        self.node.schedule_timers()
+
+    def sync_group(self, req: Req, body: Any) -> None:
+        if self._not_coordinator(req, body.group_id):
+            req.reply({"throttle_time": 0, "error_code": E.not_coordinator, "assignment": b""})
+            return
+
+        def reply(r: Any) -> None:
+            req.reply({"throttle_time": 0, "error_code": r.error, "protocol_type": r.protocol_type,
+                       "protocol_name": r.protocol_name, "assignment": r.assignment})
+
+        self.node.groups.sync(self.node.now(), body.group_id, body.generation_id, body.member_id,
+                              {a.member_id: a.assignment for a in body.assignments}, reply)
+        self.node.schedule_timers()
+
+    def heartbeat(self, req: Req, body: Any) -> None:
+        if self._not_coordinator(req, body.group_id):
+            err = E.not_coordinator
+        else:
+            err = self.node.groups.heartbeat(self.node.now(), body.group_id, body.generation_id, body.member_id)
+        req.reply({"throttle_time": 0, "error_code": err})
+        self.node.schedule_timers()
+
+    def leave_group(self, req: Req, body: Any) -> None:
+        ids = [m.member_id for m in body.members] if req.version >= 3 else [body.member_id]
+        if self._not_coordinator(req, body.group_id):
+            req.reply({"throttle_time": 0, "error_code": E.not_coordinator, "members": []})
+            return
+        errs = self.node.groups.leave(self.node.now(), body.group_id, ids)
+        top = errs[0] if req.version < 3 else E.none
+        members = [{"member_id": mid, "group_instance_id": getattr(m, "group_instance_id", None), "error_code": e}
+                   for mid, e, m in zip(ids, errs, body.members if req.version >= 3 else [body], strict=True)]
+        req.reply({"throttle_time": 0, "error_code": top, "members": members})
+        self.node.schedule_timers()
+
+    def describe_groups(self, req: Req, body: Any) -> None:
+        out = []
+        for gid in body.groups:
+            if self._not_coordinator(req, gid):
+                out.append({"error_code": E.not_coordinator, "group_id": gid, "group_state": "", "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
+            g = self.node.groups.describe(gid)
+            if g is None:
+                out.append({"error_code": E.none, "group_id": gid, "group_state": "Dead", "protocol_type": "",
+                            "protocol_data": "", "members": []})
+                continue
+            out.append({"error_code": E.none, "group_id": gid, "group_state": g.state, "protocol_type": g.protocol_type or "",
+                        "protocol_data": g.protocol_name or "", "members": [
+                            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                             "client_host": m.client_host, "member_metadata": dict(m.protocols).get(g.protocol_name or "", b""),
+                             "member_assignment": m.assignment} for m in g.members.values()]})
+        req.reply({"throttle_time": 0, "groups": out})
+
+    def list_groups(self, req: Req, body: Any) -> None:
+        states = set(getattr(body, "states_filter", ()) or ())
+        groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state}
+                  for g in self.node.groups.groups.values() if not states or g.state in states]
+        req.reply({"throttle_time": 0, "error_code": E.none, "groups": groups})
