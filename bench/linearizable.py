@@ -5,7 +5,7 @@ wall clock, in this process), the cached configurations and the peak Python heap
 check (tracemalloc, a separate run so it does not slow the timed ones); then totals for
 the etcd suite and the kv files, kv c10 with partitioning switched off, and one whole
 `wrack check` process over the etcd suite (interpreter start included, best of 3).
-Reference (Porcupine in Go on this machine, data/porcupine/README.md): etcd suite 0.455 s,
+Reference (Porcupine in Go on this machine, the README of the porcupine data): etcd suite 0.455 s,
 kv c50-ok 0.128 s, kv c10-ok/c10-bad without partitioning 2.7 s / 2.6 s.
 
     .venv/bin/python bench/linearizable.py [--repeat N] [--data DIR] [--quiet]

@@ -84,7 +84,7 @@ def hide_hypothesis() -> None:
     """Keep kio from registering hypothesis strategies in the broker process.
 
     kio's phantom types call `hypothesis.strategies.register_type_strategy` for every
-    type at import when hypothesis is importable (kio/static/_phantom.py); its `text()`
+    type at import when hypothesis is importable (module `kio.static._phantom`); its `text()`
     strategy builds hypothesis's Unicode tables, cached in `.hypothesis/` under the
     working directory. In a fresh directory (every node of a test) that took 4-7 s of
     CPU per broker start, 0.4 s even with the cache. The broker never generates test

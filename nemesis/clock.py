@@ -1,8 +1,8 @@
 """Clock skew with libfaketime: per-node offsets, bump / strobe / reset, sampled offsets.
 
 Mechanism: the broker starts with `LD_PRELOAD` = the libfaketime build shipped inside the
-PyPI package `libfaketime` (Debian's 0.9.10 breaks Python's time.sleep: see
-/work/shared/notes/faults.md) and these variables (`ClockHook.start_env`):
+PyPI package `libfaketime` (Debian's 0.9.10 breaks Python's time.sleep: see docs/nemesis.md
+"Clock skew") and these variables (`ClockHook.start_env`):
 
     FAKETIME_TIMESTAMP_FILE=<root>/clock/faketime   the node's offset, e.g. "+12.250000"
     FAKETIME_NO_CACHE=1            re-read the file on every call (about 4 us per time())

@@ -1,4 +1,4 @@
-"""The queue workload: Jepsen's Kafka workload on real clients (notes/jepsen.md section 2).
+"""The queue workload: Jepsen's Kafka workload on real clients (docs/harness.md "Workloads").
 
 Keys are topic-partitions ("queue0-1"): `topics` topics of `partitions` partitions. Two
 kinds of process (threads 0..`clients`-1, and `in_flight` threads after them):

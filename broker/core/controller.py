@@ -462,7 +462,8 @@ class Controller:
         )
 
     def validate_alter_partition(self, req: AlterPartitionRequest) -> ErrorCode:
-        """Kafka's checks, in Kafka's order (notes/kafka.md 4.7), with the safeguards."""
+        """Kafka's checks, in Kafka's order (seed 003 2.9.2; docs/protocol-rules.md "AlterPartition"),
+        with the safeguards."""
         guards = self.safeguards_for(req.tp.topic)
         b = self.image.brokers.get(req.broker_id)
         if guards.on(sg.BROKER_EPOCH_CHECK) and (b is None or b.broker_epoch != req.broker_epoch):

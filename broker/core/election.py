@@ -1,7 +1,7 @@
 """Partition changes and leader elections (Kafka's PartitionChangeBuilder, KIP-966).
 
 `change_partition` is a pure function from a registration and a requested ISR to the next
-registration (or None when nothing changes). Election order (notes/kafka.md 4.8):
+registration (or None when nothing changes). Election order (docs/protocol-rules.md "Elections"):
 keep the current leader if it is still in the ISR and usable; else the first replica in
 assignment order that is in the target ISR and usable; else, when the ISR is empty, the
 first usable replica of the ELR (it becomes the sole ISR member); else, if unclean

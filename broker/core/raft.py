@@ -105,7 +105,7 @@ class IllegalTransition(Exception):
 
 @dataclass(frozen=True)
 class RaftConfig:
-    """Defaults are KRaft's `controller.quorum.*` (notes/kafka.md)."""
+    """Defaults are KRaft's `controller.quorum.*` (docs/broker-raft.md "Rules")."""
 
     election_timeout_ms: int = 1000
     fetch_timeout_ms: int = 2000

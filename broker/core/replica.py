@@ -1,5 +1,6 @@
 """One partition's replica on one broker: leader or follower state, fetch handling, HWM,
-ISR changes and acks (seed 003 sections 2.2-2.10; notes/kafka.md 4.2-4.6).
+ISR changes and acks (seed 003 sections 2.2-2.10; docs/protocol-rules.md "Fetch", "Truncation
+by leader epoch", "High watermark and acks", "ISR changes").
 
 `PartitionReplica` is driven by the `Broker` (broker.py), which owns the network side:
 it routes fetches, produce requests and metadata here and sends what these methods

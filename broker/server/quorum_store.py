@@ -1,6 +1,6 @@
 """The controller quorum's files: the metadata log and the quorum state.
 
-- `wrack-metadata.log`: one JSON line per entry (`encode_record` of core/metadata.py,
+- `wrack-metadata.log`: one JSON line per entry (`encode_record` of broker/core/metadata.py,
   with the quorum epoch of the leader that appended it), append-only except when the
   quorum truncates a divergent suffix. `FileRaftLog` writes each entry as the `RaftNode`
   appends it; `sync()` makes them durable (the shell calls it on `FlushLog`). At load a

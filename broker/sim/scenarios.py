@@ -206,7 +206,8 @@ def last_replica_standing(off: frozenset[str] = frozenset(), seed: int = 4) -> S
 
 
 def unclean_election(off: frozenset[str] = frozenset(), seed: int = 5, unclean: bool = True) -> ScenarioResult:
-    """notes/kafka.md 3.4: 3 falls out of the ISR; r is committed on [1,2]; 1 and 2 die.
+    """docs/protocol-rules.md "Unclean leader election": 3 falls out of the ISR; r is
+    committed on [1,2]; 1 and 2 die.
     With unclean.leader.election.enable=true, 3 is elected at once and r is truncated
     away when 1 and 2 return. With it false, the partition waits (then balanced recovery
     picks 1 or 2, which kept r)."""
@@ -232,11 +233,12 @@ def unclean_election(off: frozenset[str] = frozenset(), seed: int = 5, unclean: 
 
 
 def leso_rule(off: frozenset[str] = frozenset(), seed: int = 6) -> ScenarioResult:
-    """notes/kafka.md 3.6 (Vanlightly 6.4.1/6.5.3): 3 is fenced (cut from the controller),
-    leaving ISR [1,2]. A is committed on 1 and 2, but 2 never hears the HW covering it. 1
-    dies; 2 leads with a stale local HWM (before A) and LESO after A. 3 returns and fetches
-    from 2 (but gets no records): its fetch offset reaches the stale HWM, so without the
-    LESO rule it joins the ISR though it lacks A; 2 dies and 3 is elected without A."""
+    """docs/protocol-rules.md "The LESO rule" (Vanlightly 6.4.1/6.5.3): 3 is fenced (cut
+    from the controller), leaving ISR [1,2]. A is committed on 1 and 2, but 2 never hears
+    the HW covering it. 1 dies; 2 leads with a stale local HWM (before A) and LESO after A.
+    3 returns and fetches from 2 (but gets no records): its fetch offset reaches the stale
+    HWM, so without the LESO rule it joins the ISR though it lacks A; 2 dies and 3 is
+    elected without A."""
     c = _cluster(seed, off)
     c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
     steps = {"initial": c.registration(TP)}

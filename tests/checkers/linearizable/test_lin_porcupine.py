@@ -1,6 +1,6 @@
 """Every Porcupine conformance file gets its expected verdict through `wrack check`.
 
-../shared/data/porcupine/expected.csv: 102 etcd logs (cas-register, Jepsen format) and six
+data/porcupine/expected.csv of the shared data (the `shared` fixture): 102 etcd logs (cas-register, Jepsen format) and six
 kv files (EDN), each true/false (etcd_095 is empty and skipped). The etcd suite runs in
 one process (several files: one JSON line per file with a `file` field), the kv files
 one by one, the small kv files also with partitioning switched off.
