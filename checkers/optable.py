@@ -7,6 +7,7 @@ It lives outside the queue package so that the statistics need none of the queue
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 OK, INFO, FAIL = 0, 1, 2
@@ -31,8 +32,6 @@ class OpTable:
     __slots__ = ("data", "f_names", "_f_code")
 
     def __init__(self) -> None:
-        from array import array
-
         self.data = array("d")
         self.f_names: list[str] = []
         self._f_code: dict[str, int] = {}
@@ -54,6 +53,7 @@ class OpTable:
 
     def columns(self) -> dict[str, Any]:
         """Numpy float64 views, one per field (no copy), and the boolean column `done`."""
+        # lazy: numpy takes ~60 ms; `wrack` imports this module at every start (cmd_check's POLICIES)
         import numpy as np
 
         a = np.frombuffer(self.data, dtype=np.float64) if len(self.data) else np.zeros(0)

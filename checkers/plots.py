@@ -31,6 +31,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from checkers.files import looks_like_queue
+from checkers.queue import analyze_file
+from checkers.queue.analysis import QueueAnalysis
+from checkers.queue.reader import EventFile
+from checkers.stats import op_table
 from contracts.history import FAULT_COLORS, fault_windows
 
 EXTRA_COLORS = ("#F2C6DE", "#C6DEF1", "#DBCDF0", "#FAEDCB", "#C9E4DE", "#F7D9C4")
@@ -45,6 +52,7 @@ def write_plots(history_path: str | os.PathLike[str], out_dir: str | os.PathLike
                 analysis: Any = None, colors: Mapping[str, str] | None = None, max_points: int = 150_000,
                 **_ignored: Any) -> list[str]:
     """Write the plots of one history into `out_dir` (see the module docstring)."""
+    # lazy: matplotlib takes ~0.3 s (only plotting needs it), and Agg must be chosen before pyplot loads
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,15 +72,8 @@ def write_plots(history_path: str | os.PathLike[str], out_dir: str | os.PathLike
 
 def _load(path: str) -> Any:
     """An analysis-like object for any history: the queue checker's for queue histories."""
-    from checkers.files import looks_like_queue
-
     if looks_like_queue(path):
-        from checkers.queue import analyze_file
-
         return analyze_file(path)
-    from checkers.queue.analysis import QueueAnalysis
-    from checkers.queue.reader import EventFile
-    from checkers.stats import op_table
 
     ef = EventFile(path)
     tab, nemesis, last = op_table(ef, path, ef.line_of)
@@ -81,8 +82,6 @@ def _load(path: str) -> Any:
 
 class _Context:
     def __init__(self, an: Any, windows: list[Any], colors: dict[str, str], max_points: int):
-        import numpy as np
-
         self.an = an
         self.windows = windows
         self.colors = colors
@@ -98,6 +97,7 @@ class _Context:
         self.np = np
 
     def figure(self, title: str, ylabel: str, height: float = 4.2) -> tuple[Any, Any]:
+        # lazy: pyplot takes ~0.8 s, after matplotlib.use("Agg") in write_plots
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(11, height), dpi=100)
@@ -135,6 +135,7 @@ class _Context:
             marked.add(f)
 
     def save(self, fig: Any, ax: Any, path: Path, legend: bool = True) -> bool:
+        # lazy: pyplot: see figure()
         import matplotlib.pyplot as plt
 
         if legend:

@@ -59,6 +59,7 @@ def op_table(events: Iterable[dict[str, Any]], path: str | None = None,
 
 def summarize(table: OpTable, windows: list[FaultWindow], *, last_time: int = 0) -> dict[str, Any]:
     """Ops by f and outcome, availability overall, per fault window and outside faults."""
+    # lazy: numpy takes ~60 ms; `wrack` imports this module at every start (cmd_check's POLICIES)
     import numpy as np
 
     n = len(table)

@@ -31,6 +31,7 @@ def backend(name: str) -> ModuleType:
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r} (one of {', '.join(sorted(BACKENDS))})")
     try:
+        # lazy: registry (BACKENDS): only the backend asked for is imported; a missing one is a ValueError
         return importlib.import_module(BACKENDS[name])
     except ModuleNotFoundError as e:
         if e.name != BACKENDS[name]:

@@ -26,11 +26,13 @@ stay cached.
 from __future__ import annotations
 
 import contextlib
+import io
 import ipaddress
 import os
 import re
 import socket
 import subprocess
+import tarfile
 import threading
 import time
 from collections.abc import Mapping
@@ -64,6 +66,7 @@ def client() -> Any:
         if c is not None:
             return c
         try:
+            # lazy: docker (harness extra) may be absent (-> ValueError) and takes ~0.3 s
             import docker
         except ModuleNotFoundError:
             raise ValueError("the docker backend needs the `docker` package (harness extra)") from None
@@ -84,6 +87,7 @@ def node_image(c: Any) -> str:
     while it exists (a process runs the code it imported; `wrack cluster up` is a new process,
     so it always gets the current source). `WRACK_DOCKER_IMAGE=TAG` pins an existing image
     instead. Call under `image_lock()`."""
+    # lazy: docker: see client()
     import docker
 
     pinned = os.environ.get("WRACK_DOCKER_IMAGE")
@@ -130,6 +134,7 @@ class DockerNode(Node):
     def _run(self, argv: list[str], *, timeout: float, env: Mapping[str, str] | None,
              input: bytes | None) -> tuple[int, bytes, bytes]:
         """(exit code, stdout, stderr) of argv in the container; NodeTimeout past `timeout`."""
+        # lazy: docker: see client()
         from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
         api = client().api
@@ -195,9 +200,6 @@ class DockerNode(Node):
         return out
 
     def fetch_tree(self, remote: str, local: str | os.PathLike[str]) -> bool:
-        import io
-        import tarfile
-
         code, out, _ = self._run(["sh", "-c", 'test -d "$1" && tar -C "$1" -cf - .', "fetch", remote],
                                  timeout=300, env=None, input=None)
         if code != 0:
@@ -277,6 +279,7 @@ def free_subnets(pool: str, taken: list[Any]) -> list[ipaddress.IPv4Network]:
 
 
 def _create_network(c: Any, name: str) -> tuple[Any, ipaddress.IPv4Network]:
+    # lazy: docker: see client()
     import docker
 
     taken = _host_networks() + _docker_networks(c)
@@ -371,6 +374,7 @@ def names() -> list[str]:
 def force_down(name: str | None = None) -> list[str]:
     """Remove the containers, networks and volumes labelled for cluster `name` (every docker
     cluster when None), whatever state they are in. Images stay. Returns what was removed."""
+    # lazy: docker: see client()
     import docker
 
     c = client()

@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clusters.wheel import build_wheel
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCK_FILE = Path(os.environ.get("WRACK_DOCKER_LOCK", "/run/wrack/docker.lock"))
 VENV = "/opt/wrack/venv"
@@ -265,6 +267,7 @@ def image_lock() -> Iterator[None]:
 
 
 def _image(client: Any, ref: str) -> Any | None:
+    # lazy: docker (harness extra) takes ~0.3 s; clusters.docker imports this module before any client exists
     import docker
 
     try:
@@ -275,6 +278,7 @@ def _image(client: Any, ref: str) -> Any | None:
 
 def _prune(client: Any, kind: str, keep_id: str, log: Log) -> None:
     """Remove older images of stage `kind` that no container uses (best effort)."""
+    # lazy: docker: see above
     import docker
 
     for img in client.images.list(filters={"label": f"wrack.image={kind}"}):
@@ -438,6 +442,7 @@ def node_script(wheel_name: str) -> str:
 def clean_stale_builds(client: Any) -> list[str]:
     """Remove what a build killed half-way left: its container (label `wrack.build`) and its
     rootfs temp dir (mounts below it first). Only safe under `image_lock()`."""
+    # lazy: docker: see above
     import docker
 
     removed = []
@@ -488,8 +493,6 @@ def ensure_image(client: Any, log: Log = _stderr_log) -> str:
     node_tag = f"wrack-node:{digest(deps_img.id, src, node_script('WHEEL'))}"
     node = _image(client, node_tag)
     if node is None:
-        from clusters.wheel import build_wheel
-
         t0 = time.monotonic()
         log(f"building {node_tag}: the project's wheel (source {src})")
         wheel = Path(build_wheel.__wrapped__())  # uncached: the source may have changed since

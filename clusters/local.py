@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -390,7 +391,6 @@ def _start_sshd(cluster: LocalCluster) -> None:
 
     with ThreadPoolExecutor(max_workers=min(16, len(cluster.nodes))) as ex:
         list(ex.map(one, cluster.state.nodes))
-    import socket
 
     deadline = time.monotonic() + 10
     for n in cluster.state.nodes:

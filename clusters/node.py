@@ -29,9 +29,11 @@ The base class implements the daemon helpers, `write_file` and `upload`/`fetch` 
 from __future__ import annotations
 
 import base64
+import io
 import os
 import shlex
 import signal
+import tarfile
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -188,8 +190,6 @@ class Node(ABC):
                       check=False, timeout=300)
         if res.exit_code != 0:
             return False
-        import io
-        import tarfile
 
         Path(local).mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(res.stdout))) as tf:

@@ -16,7 +16,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterator
 
-from clusters import local
+from clusters import docker, local
 from clusters.node import Cluster, ClusterSpec
 
 
@@ -42,8 +42,6 @@ def local_clusters(prefix: str = "t") -> Iterator[Callable[..., local.LocalClust
 
 
 def can_run_docker() -> bool:
-    from clusters import docker
-
     return docker.available()
 
 
@@ -59,8 +57,6 @@ def backend_skip_reason(backend: str) -> str | None:
 @contextlib.contextmanager
 def docker_clusters(prefix: str = "t") -> Iterator[Callable[..., Cluster]]:
     """Like `local_clusters`, with containers (the first call may build the node image)."""
-    from clusters import docker
-
     made: list[str] = []
 
     def make(nodes: int = 3, transport: str = "nsenter") -> Cluster:

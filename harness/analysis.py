@@ -29,18 +29,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import workloads
 from checkers import liveness
 from checkers.policy import choose
+from checkers.queue.explain import explain
 from contracts import store
 from contracts.errors import InputError
 from contracts.history import ReadStats, read_events
 from contracts.pairing import NEMESIS, Pairing, same_line
+from harness import plots as hplots
+from harness.nodelogs import read_node_events
+from harness.report import write_report
+from workloads.base import WorkloadOptions
 
 
 def workload_options(options: Mapping[str, Any]) -> Any:
     """A WorkloadOptions from test options (unknown keys ignored, missing ones default)."""
-    from workloads.base import WorkloadOptions
-
     wo = WorkloadOptions()
     mapping = {"acks": "acks", "client": "client_lib", "topics": "topics", "partitions": "partitions",
                "rf": "replication_factor", "min_isr": "min_insync_replicas",
@@ -114,7 +118,6 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
         options["workload"] = workload
     options.setdefault("workload", "queue")
     incomplete = test is None or test.get("end") is None
-    import workloads
 
     try:
         wl = workloads.make(options["workload"], workload_options(options))
@@ -178,9 +181,6 @@ def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, An
                 options: Mapping[str, Any]) -> dict[str, Any]:
     """Why each anomalous offset was lost (`checkers.queue.explain` over the history and the
     nodes' event lines, `harness.nodelogs`); an explanation that fails is noted, never raised."""
-    from checkers.queue.explain import explain
-    from harness.nodelogs import read_node_events
-
     try:
         ne = read_node_events(run_dir, dict(test))
         out = explain(read_events(run_dir / "history.jsonl"), ne.events, dict(results), dict(options))
@@ -194,8 +194,6 @@ def isr_changes(run_dir: Path, test: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The controller's ISR changes from the nodes' event lines, on the history's clock, for the
     policy (`checkers.lossy`: they see a replica's spell outside the ISR that the observer's
     polls miss). None when the logs are missing or their clock is only approximate."""
-    from harness.nodelogs import read_node_events
-
     try:
         ne = read_node_events(run_dir, dict(test))
     except Exception:  # noqa: BLE001 - without them the observer's events stand alone
@@ -209,9 +207,6 @@ def isr_changes(run_dir: Path, test: Mapping[str, Any]) -> list[dict[str, Any]]:
 def render_outputs(run_dir: Path, test: Mapping[str, Any] | None = None, analysis: Any = None) -> list[str]:
     """Plots (from `analysis` when given), timeline and report.html for a checked run; returns
     the problems met (never raises for a plot: a missing picture must not cost the verdict)."""
-    from harness import plots as hplots
-    from harness.report import write_report
-
     problems = hplots.write_all(run_dir, test or store.read_json(run_dir / "test.json") or {}, analysis)
     try:
         write_report(run_dir)

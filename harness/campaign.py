@@ -48,8 +48,11 @@ from typing import Any
 from xml.sax.saxutils import escape as xml_escape
 from xml.sax.saxutils import quoteattr
 
+import yaml
+
 from contracts import store
 from contracts.errors import InputError
+from harness.runner import TestOptions, run_test, validate
 
 DEFAULT_ROOT = "campaign-results"
 EXPECT = ("valid", "invalid", "found", "any")
@@ -86,8 +89,6 @@ def _show(v: Any) -> str:
 
 
 def _option_names() -> set[str]:
-    from harness.runner import TestOptions
-
     return {f.name for f in fields(TestOptions)}
 
 
@@ -110,8 +111,6 @@ def _norm(opts: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     """Read and validate a campaign file (InputError naming the file and what is wrong)."""
-    import yaml
-
     p = str(path)
     try:
         with open(p) as f:
@@ -163,8 +162,6 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
 
 def _cell_line(path: str, i: int) -> int | None:
     """The line of `cells[i]` in a campaign file (None if it cannot be told)."""
-    import yaml
-
     try:
         with open(path) as f:
             root = yaml.compose(f)
@@ -175,8 +172,6 @@ def _cell_line(path: str, i: int) -> int | None:
 
 
 def cell_test_options(spec: CampaignSpec, cell: Cell, runs_root: Path, overrides: Mapping[str, Any]) -> Any:
-    from harness.runner import TestOptions
-
     opts = {**spec.defaults, **cell.options, **overrides, "results": str(runs_root)}
     return TestOptions(**opts)
 
@@ -206,8 +201,6 @@ def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = No
                  runner: Callable[..., Any] | None = None,
                  on_run: Callable[[Cell, int, Any], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run every cell `repeats` times; write the campaign folder; return (folder, results)."""
-    from harness.runner import run_test, validate
-
     runner = runner or run_test
     for cell in spec.cells:  # every cell's options are checked before anything runs
         try:
@@ -356,6 +349,7 @@ def junit_xml(results: Mapping[str, Any]) -> str:
 
 def summary_html(results: Mapping[str, Any]) -> str:
     """The campaign's summary page: a matrix of verdicts with links to each run's report."""
+    # lazy: jinja2 takes ~50 ms; only the summary page needs it (not `wrack campaign --list`)
     import jinja2
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),

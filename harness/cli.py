@@ -51,6 +51,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, modname in COMMANDS.items():
         if only is not None and name != only:
             continue
+        # lazy: registry (COMMANDS): `wrack CMD` imports only CMD's module (the docstring)
         mod = importlib.import_module(modname)
         mod.add_parser(sub)
     return parser

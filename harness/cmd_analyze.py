@@ -13,6 +13,9 @@ import argparse
 import json
 import sys
 
+from contracts.errors import exit_code_for
+from contracts.store import resolve_run
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="re-check a stored run", description=__doc__.split("\n\n")[0])
@@ -25,8 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from contracts.errors import exit_code_for
-    from contracts.store import resolve_run
+    # lazy: `wrack` imports every command module at start (--help); these cost ~0.13 s
     from harness.analysis import analyze_run
     from harness.report import verdict_word
 

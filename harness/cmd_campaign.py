@@ -15,6 +15,9 @@ import argparse
 import json
 import sys
 
+from contracts.errors import InputError
+from harness.progress import Progress
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("campaign", help="run a matrix of tests (regression suites)",
@@ -32,9 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _overrides(items: list[str]) -> dict:
+    # lazy: `wrack` imports every command module at start (--help); yaml costs ~15 ms, harness.campaign ~0.17 s
     import yaml
 
-    from contracts.errors import InputError
     from harness.campaign import _norm
 
     out = {}
@@ -47,8 +50,8 @@ def _overrides(items: list[str]) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: `wrack` imports every command module at start (--help); these cost ~0.17 s
     from harness import campaign as C
-    from harness.progress import Progress
     from harness.runner import run_test
 
     spec = C.load_spec(args.file)

@@ -17,6 +17,7 @@ import json
 import sys
 from typing import Any
 
+from checkers.queue.policy import POLICIES
 from contracts.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
 CHECKERS: dict[str, str] = {
@@ -44,8 +45,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     q = p.add_argument_group("queue")
     q.add_argument("--allow", action="append", default=[], metavar="TYPE",
                    help="an anomaly type this configuration may show (repeatable)")
-    from checkers.queue.policy import POLICIES
-
     q.add_argument("--policy", action="append", default=[], metavar="NAME",
                    help=f"a named policy of allowed types ({', '.join(POLICIES)}; repeatable)")
     q.add_argument("--ww-deps", action="store_true", help="infer ww edges from offsets (G0; G1c with ww edges)")
@@ -54,6 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: registry (CHECKERS): only the checker asked for is imported
     mod = importlib.import_module(CHECKERS[args.checker])
     many = len(args.files) > 1
     worst = EXIT_VALID

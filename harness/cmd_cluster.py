@@ -13,14 +13,13 @@ import json
 import sys
 from typing import Any
 
+from clusters.backends import BACKENDS, DEFAULT_BACKEND, backend
 from contracts.errors import InputError
 
 DEFAULT_NAME = "wrack"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from clusters.backends import BACKENDS, DEFAULT_BACKEND
-
     p = sub.add_parser("cluster", help="bring test clusters up and down", description=__doc__.split("\n\n")[0])
     csub = p.add_subparsers(dest="cluster_command", metavar="ACTION", parser_class=type(p))
     csub.required = True
@@ -58,7 +57,7 @@ def _print(obj: Any, as_json: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clusters.backends import backend
+    # lazy: `wrack` imports every command module at start (--help); clusters.node costs ~8 ms
     from clusters.node import ClusterSpec
 
     try:

@@ -15,12 +15,16 @@ promised, 1 otherwise. ``--html DIR`` also writes each visualisation.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from contracts.errors import EXIT_INVALID, EXIT_VALID, InputError
+from contracts.history import read_events
+from harness.cmd_test import add_test_options, options_from_args, print_outcome
+from harness.progress import Progress
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "histories"
 
@@ -30,8 +34,6 @@ DEMO = {"nodes": 5, "workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from harness.cmd_test import add_test_options
-
     p = sub.add_parser("demo", help="the main job: a 60 s test on a 5-node local cluster",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--examples-only", action="store_true",
@@ -74,8 +76,7 @@ def summary(result: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.examples_only or args.examples or args.html or args.json:
         return run_examples(args)
-    from harness.cmd_test import options_from_args, print_outcome
-    from harness.progress import Progress
+    # lazy: `wrack` imports every command module at start (--help); harness.runner costs ~0.13 s
     from harness.runner import run_test
 
     o = options_from_args(args)
@@ -87,10 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_examples(args: argparse.Namespace) -> int:
-    import json
-
+    # lazy: `wrack` imports every command module at start (--help); the checker costs ~20 ms
     from checkers.linearizable.check import analyse
-    from contracts.history import read_events
 
     rows = []
     ok = True
@@ -100,6 +99,7 @@ def run_examples(args: argparse.Namespace) -> int:
         good = result["valid"] is expect
         ok &= good
         if args.html:
+            # lazy: `wrack` imports every command module at start (--help); ~20 ms
             from checkers.linearizable.visualize import write_html
 
             os.makedirs(args.html, exist_ok=True)

@@ -21,6 +21,8 @@ import sys
 from typing import Any
 
 from contracts.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, InputError
+from pipeline.runfolders import find_runs
+from pipeline.session import resolve, session
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,12 +85,10 @@ def _need_java() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: pipeline.store imports pyarrow (~0.13 s); `wrack` imports every command module at start
     from pipeline import store
-    from pipeline.session import resolve, session
 
     if args.pipeline_command == "ingest":
-        from pipeline.runfolders import find_runs
-
         if not find_runs(args.paths):  # bad paths and empty results are bad input before Spark starts
             raise InputError("no run folders found (a run folder holds test.json or history.jsonl)", args.paths[0])
         store.prepare(args.out, create=True)
@@ -117,6 +117,7 @@ def _out(obj: Any, as_json: bool, text: str) -> None:
 
 
 def _ingest(spark: Any, args: argparse.Namespace) -> int:
+    # lazy: pyarrow: see run()
     from pipeline.ingest import ingest
 
     s = ingest(spark, args.paths, args.out)
@@ -129,6 +130,7 @@ def _ingest(spark: Any, args: argparse.Namespace) -> int:
 
 
 def _check(spark: Any, args: argparse.Namespace) -> int:
+    # lazy: pipeline.check imports pyspark (~0.6 s): see run()
     from pipeline.check import check
 
     s = check(spark, args.dir, run_ids=args.run, recheck=args.all, allow=args.allow,
@@ -158,6 +160,7 @@ def _check(spark: Any, args: argparse.Namespace) -> int:
 
 
 def _report(spark: Any, args: argparse.Namespace) -> int:
+    # lazy: pyspark, matplotlib: see run()
     from pipeline.analytics import analyse
     from pipeline.report import write_report
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from contracts.store import resolve_run
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="(re)write a run's HTML report", description=__doc__.split("\n\n")[0])
@@ -18,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from contracts.store import resolve_run
+    # lazy: `wrack` imports every command module at start (--help); harness.report costs ~12 ms
     from harness.report import write_report
 
     for arg in args.runs:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from contracts.errors import InputError
+from contracts.store import results_root
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,10 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from contracts.errors import InputError
-    from contracts.store import results_root
+    # lazy: `wrack` imports every command module at start (--help); harness.serve costs ~25 ms
     from harness.serve import make_server
 
     roots = args.roots or [str(results_root()), "campaign-results"]

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
 from contracts.errors import EXIT_BAD_INPUT
+from harness.options import TestOptions
+from harness.progress import Progress
 
 
 def _csv(s: str) -> list[str]:
@@ -23,8 +26,6 @@ def _csv(s: str) -> list[str]:
 
 def add_test_options(p: argparse.ArgumentParser) -> None:
     """The options of one test (shared with `wrack demo`)."""
-    from harness.runner import TestOptions
-
     d = TestOptions()
     p.add_argument("--name", default=None, help="test name (default: from workload, acks and faults)")
     p.add_argument("--backend", default=d.backend, help=f"where nodes come from: local, docker, ssh (default {d.backend})")
@@ -83,10 +84,6 @@ def add_test_options(p: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> Any:
-    import shlex
-
-    from harness.runner import TestOptions
-
     return TestOptions(
         name=args.name, backend=args.backend, nodes=args.nodes, workload=args.workload, nemesis=args.nemesis,
         nemesis_interval=args.nemesis_interval, acks=args.acks, rf=args.rf, min_isr=args.min_isr,
@@ -110,6 +107,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def print_outcome(out: Any, as_json: bool) -> None:
+    # lazy: `wrack` imports every command module at start (--help); harness.report costs ~12 ms
     from harness.report import verdict_word
 
     res = out.results or {}
@@ -132,7 +130,7 @@ def print_outcome(out: Any, as_json: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.progress import Progress
+    # lazy: `wrack` imports every command module at start (--help); harness.runner costs ~0.13 s
     from harness.runner import run_tests
 
     o = options_from_args(args)

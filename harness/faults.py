@@ -28,6 +28,9 @@ from typing import Any
 
 from contracts.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
 from contracts.history import NEMESIS
+from nemesis.core import FaultOp
+from nemesis.schedule import PACKAGES, FaultPackage, combined, rotation, story_package
+from nemesis.stories import STORIES
 
 HEAL_F = "heal"
 MIX = "mix"
@@ -63,14 +66,9 @@ def _leader_target(topics: Mapping[str, int]) -> Any:
 
 
 def extra_packages(topics: Mapping[str, int]) -> dict[str, Any]:
-    from nemesis.core import FaultOp
-    from nemesis.schedule import FaultPackage
-
     if not topics:
         return {}
     leader = _leader_target(topics)
-    from nemesis.schedule import story_package
-    from nemesis.stories import STORIES
 
     every = [(t, p) for t in sorted(topics) for p in range(max(1, topics[t]))]
 
@@ -94,9 +92,6 @@ def controller_packages() -> dict[str, Any]:
     """`kill-controller` (SIGKILL the active controller's node, later start all) and
     `partition-controller` (isolate it from every other node, later heal); the controller
     is found through the cluster's metadata at the moment of the fault."""
-    from nemesis.core import FaultOp
-    from nemesis.schedule import FaultPackage
-
     ctl = {"role": "controller"}
     return {
         "kill-controller": lambda: FaultPackage("kill-controller", lambda rng: FaultOp("kill", ctl),
@@ -108,15 +103,11 @@ def controller_packages() -> dict[str, Any]:
 
 
 def known_packages(topics: Mapping[str, int] | None = None) -> list[str]:
-    from nemesis.schedule import PACKAGES
-
     return sorted(set(PACKAGES) | set(extra_packages(topics or {"t": 1})) | set(controller_packages()) | {MIX})
 
 
 def fault_packages(names: Sequence[str], topics: Mapping[str, int]) -> list[Any]:
     """Packages for `--nemesis` names (ValueError naming the unknown ones)."""
-    from nemesis.schedule import PACKAGES
-
     extra = {**extra_packages(topics), **controller_packages()}
     bad = [n for n in names if n != MIX and n not in PACKAGES and n not in extra]
     if bad:
@@ -133,8 +124,6 @@ class ScheduleGenerator(Generator):
     order replay for a seed whatever the clients do."""
 
     def __init__(self, packages: Sequence[Any], interval: float, rng: random.Random, rotate: bool = False):
-        from nemesis.schedule import combined, rotation
-
         play = rotation if rotate else combined
         self.it = play(list(packages), interval, rng) if packages else iter(())
         self.next_time: int | None = None

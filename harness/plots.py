@@ -15,12 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from checkers.plots import write_plots
+from checkers.timeline import write_timeline
+from harness.faults import fault_packages
+
 
 def fault_colors(options: Mapping[str, Any]) -> dict[str, str]:
     """Fault kind -> colour for the run's nemesis packages (empty for names no longer known:
     the checkers' default colours apply)."""
-    from harness.faults import fault_packages
-
     try:
         return {p.name: p.color for p in fault_packages(list(options.get("nemesis") or []), {"t": 1})}
     except ValueError:
@@ -28,9 +30,6 @@ def fault_colors(options: Mapping[str, Any]) -> dict[str, str]:
 
 
 def write_all(run_dir: Path, test: Mapping[str, Any], analysis: Any = None) -> list[str]:
-    from checkers.plots import write_plots
-    from checkers.timeline import write_timeline
-
     run_dir = Path(run_dir)
     out = run_dir / "plots"
     out.mkdir(exist_ok=True)

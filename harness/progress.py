@@ -28,6 +28,7 @@ class Progress:
         self._lock = threading.Lock()
 
     def _render(self) -> Any:
+        # lazy: rich (harness extra) takes ~30 ms; `wrack` imports this module at every start
         from rich.text import Text
 
         el = time.monotonic() - self.phase_start
@@ -49,6 +50,7 @@ class Progress:
             self.phase_name, self.phase_start, self.phase_limit = name, time.monotonic(), limit
             if self.live_wanted:
                 if self._live is None:
+                    # lazy: rich: see _render()
                     from rich.console import Console
                     from rich.live import Live
 

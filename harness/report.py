@@ -29,6 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkers.timeline import fragment_from_page
+from contracts.errors import InputError
+from contracts.history import fault_windows, read_events
+from contracts.pairing import NEMESIS, Pairing, same_line
+
 LOG_TAIL_LINES = 400
 PLOT_TITLES = {
     "latency-raw": "Latency of every op",
@@ -76,8 +81,6 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     timeline = None
     for cand in (d / "plots" / "timeline.html", d / "timeline.html"):
         if cand.is_file():
-            from checkers.timeline import fragment_from_page
-
             timeline = fragment_from_page(cand.read_text(errors="replace"))
             break
     logs: dict[str, str] = {}
@@ -115,10 +118,6 @@ def _example_indices(results: dict[str, Any] | None) -> set[int]:
 def _scan_history(path: Path, wanted: set[int]
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
     """Fault windows, nemesis errors, and the events of the wanted ops (invoke + completion)."""
-    from contracts.errors import InputError
-    from contracts.history import fault_windows, read_events
-    from contracts.pairing import NEMESIS, Pairing, same_line
-
     if not path.is_file():
         return [], [], {}
     nem: list[dict[str, Any]] = []
@@ -181,6 +180,7 @@ def _tail(p: Path, n: int) -> str:
 
 def render_report(data: RunData) -> str:
     """The report's HTML (a pure function of `data`)."""
+    # lazy: jinja2 (~50 ms) loads in the background while a test runs (harness.runner._preload_reporting)
     import jinja2
 
     env = jinja2.Environment(

@@ -32,64 +32,40 @@ import os
 import random
 import secrets
 import sys
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import workloads
+from broker.core.safeguards import REGISTRY as SAFEGUARDS
+from clusters.backends import BACKENDS, backend
+from clusters.db import BROKER_PORT, BrokerDB, BrokerOptions
+from clusters.node import ClusterSpec
 from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
 from contracts.history import FINAL_HEAL_F, HistoryWriter
 from harness import interpreter
+from harness.analysis import check_run, render_outputs, workload_options
 from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op, rotates
 from harness.nodelogs import clock_anchor
+from harness.options import TestOptions
 from harness.progress import Progress
+from nemesis.core import FaultOp, Nemesis
+from nemesis.guard import always_heal
+from nemesis.observer import ClusterObserver
+from nemesis.schedule import final_ops
+from nemesis.schedule import prepare as prepare_faults
+from nemesis.targets import KafkaMetadata
+from workloads.kafka_io import create_topics
 
 ACKS = ("all", "1", "mixed")
 FLUSH_POLICIES = ("none", "every")
-
-
-@dataclass
-class TestOptions:
-    """Every option of `wrack test` (recorded in test.json as `options`)."""
-
-    name: str | None = None
-    backend: str = "local"
-    nodes: int = 5
-    workload: str = "queue"
-    nemesis: list[str] = field(default_factory=lambda: ["mix"])  # harness.faults.DEFAULT_MIX, rotated
-    nemesis_interval: float = 10.0
-    acks: str = "all"
-    rf: int = 3
-    min_isr: int = 2
-    partitions: int = 2
-    topics: int = 2
-    flush_policy: str = "none"  # "none" (the OS writes back), "every" (fsync each message), or N messages
-    safeguards_off: list[str] = field(default_factory=list)
-    unclean_election: bool = False  # unclean.leader.election.enable=true: a configuration, policy-allowed loss
-    time_limit: float = 60.0
-    rate: float = 5000.0
-    concurrency: str = "1n"
-    in_flight: int = 64  # queue workload: send-only processes beside the --concurrency clients
-    test_count: int = 1
-    seed: int | None = None
-    client: str = "confluent"
-    request_timeout: float = 5.0
-    final_time_limit: float = 15.0
-    recovery_time_limit: float = 30.0  # s after the final heal for every key to take a write and a read
-    checker_time_limit: float | None = 120.0
-    transport: str = "nsenter"
-    inventory: str | None = None
-    controllers: int | None = None  # controller quorum voters (None: default_controllers(nodes))
-    broker_command: list[str] | None = None
-    collect_data: bool = True
-    results: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -124,8 +100,6 @@ def flush_interval(policy: str) -> int | None:
 
 def validate(o: TestOptions) -> None:
     """Raise InputError naming the first bad option."""
-    import workloads
-
     def bad(opt: str, msg: str) -> None:
         raise InputError(f"--{opt}: {msg}")
 
@@ -163,24 +137,16 @@ def validate(o: TestOptions) -> None:
     except ValueError as e:
         bad("nemesis", str(e))
     if o.safeguards_off:
-        try:
-            from broker.core.safeguards import REGISTRY
-        except ImportError:
-            REGISTRY = {}
-        unknown = [s for s in o.safeguards_off if REGISTRY and s not in REGISTRY]
+        unknown = [s for s in o.safeguards_off if s not in SAFEGUARDS]
         if unknown:
-            bad("safeguard-off", f"unknown safeguard {', '.join(unknown)} (known: {', '.join(sorted(REGISTRY))})")
+            bad("safeguard-off", f"unknown safeguard {', '.join(unknown)} (known: {', '.join(sorted(SAFEGUARDS))})")
     if o.client not in ("confluent", "kafka-python"):
         bad("client", f"{o.client!r} is not confluent or kafka-python")
-    from clusters.backends import BACKENDS
-
     if o.backend not in BACKENDS:
         bad("backend", f"unknown backend {o.backend!r} (known: {', '.join(sorted(BACKENDS))})")
 
 
 def broker_options(o: TestOptions) -> Any:
-    from clusters.db import BrokerOptions
-
     extra = {"unclean.leader.election.enable": str(bool(o.unclean_election)).lower()}
     if o.safeguards_off:
         extra["wrack.safeguards.off"] = ",".join(o.safeguards_off)
@@ -214,8 +180,6 @@ class _Timings:
 
 
 def _bootstrap_for(nodes: list[Any], thread: int) -> str:
-    from clusters.db import BROKER_PORT
-
     n = len(nodes)
     order = [nodes[(thread + i) % n] for i in range(n)]
     return ",".join(f"{x.address}:{BROKER_PORT}" for x in order)
@@ -226,18 +190,6 @@ def run_test(o: TestOptions, progress: Progress | None = None,
              on_run_dir: Callable[[Path], None] | None = None) -> RunOutcome:
     """Run one test (see the module docstring). Bad options raise InputError before anything
     is created; everything after that ends in a RunOutcome (a crash has exit code 255)."""
-    import workloads
-    from clusters.backends import backend
-    from clusters.db import BrokerDB
-    from clusters.node import ClusterSpec
-    from harness.analysis import check_run, render_outputs, workload_options
-    from nemesis.core import FaultOp, Nemesis
-    from nemesis.guard import always_heal
-    from nemesis.observer import ClusterObserver
-    from nemesis.schedule import final_ops
-    from nemesis.schedule import prepare as prepare_faults
-    from nemesis.targets import KafkaMetadata
-
     validate(o)
     progress = progress or Progress(enabled=False)
     seed = o.seed if o.seed is not None else secrets.randbelow(2**31)
@@ -282,8 +234,6 @@ def run_test(o: TestOptions, progress: Progress | None = None,
                 list(ex.map(db.start, cluster.nodes))
                 list(ex.map(lambda n: db.wait_ready(n, 60), cluster.nodes))
             if topics:
-                from workloads.kafka_io import create_topics
-
                 create_topics(db.bootstrap_servers(), topics, replication_factor=o.rf,
                               config=topic_config(o), timeout=60)
             history = HistoryWriter(run_dir / "history.jsonl")
@@ -371,8 +321,6 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     except Exception as e:  # noqa: BLE001 - recorded; the run is still checked
         error = f"{type(e).__name__}: {e}"
         if os.environ.get("WRACK_DEBUG"):
-            import traceback
-
             traceback.print_exc()
     finally:
         if observer is not None:
@@ -419,17 +367,15 @@ def run_test(o: TestOptions, progress: Progress | None = None,
 def _preload_reporting() -> None:
     """Import the plotting and templating libraries in the background while the workload runs
     (about a second of the time spent after it otherwise)."""
-    import threading
 
     def load() -> None:
         try:
+            # lazy: loaded in a background thread while the workload runs (the docstring)
             import jinja2  # noqa: F401
             import matplotlib
 
             matplotlib.use("Agg")
-            import matplotlib.pyplot  # noqa: F401
-
-            import checkers.plots  # noqa: F401
+            import matplotlib.pyplot  # noqa: F401  # lazy: as above, after matplotlib.use("Agg")
         except Exception:  # noqa: BLE001 - the report stage imports them again and reports problems
             pass
 

@@ -30,6 +30,8 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from nemesis.nodeside import node_python
+
 SEGMENT_RE = re.compile(r"^\d{20}\.log$")
 PARTITION_DIR_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
@@ -171,8 +173,6 @@ def apply(log_dir: str, spec: CorruptionSpec) -> list[dict[str, Any]]:
 
 def install_corruption(nemesis: Any, db: Any | None = None) -> None:
     """Register `corrupt-file` on `nemesis` (module docstring)."""
-    from nemesis.nodeside import node_python
-
     db = db if db is not None else nemesis.db
     if db is None:
         raise ValueError("file corruption needs a DB (its data dir and its stop/start)")

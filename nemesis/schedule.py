@@ -33,7 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.history import FAULT_COLORS
+from nemesis.clock import install_clock
 from nemesis.core import FaultOp, Nemesis
+from nemesis.corruption import install_corruption
+from nemesis.lazyfs.hook import LazyFSOptions, install_power_loss
+from nemesis.membership import install_membership
+from nemesis.stories import STORIES, install_stories
 
 
 @dataclass
@@ -80,8 +85,6 @@ def power_loss_package(targets: Sequence[Any] = ("one", "minority", "majority"),
                        torn: Sequence[Any] = (False, True)) -> FaultPackage:
     """SIGKILL + drop unsynced data + restart (nemesis/lazyfs); an instant. Its heal puts
     every LazyFS into pass-through mode (nothing is lost after the schedule)."""
-    from nemesis.lazyfs.hook import install_power_loss
-
     pick, pick_torn = _choice(list(targets)), _choice(list(torn))
     return FaultPackage("power-loss", lambda rng: FaultOp("power-loss", {"nodes": pick(rng), "torn": pick_torn(rng)}),
                         None, [], FAULT_COLORS["power-loss"], install_power_loss)
@@ -89,16 +92,12 @@ def power_loss_package(targets: Sequence[Any] = ("one", "minority", "majority"),
 
 def clock_package() -> FaultPackage:
     """start-clock (a random bump or strobe) / stop-clock (reset), nemesis/clock.py."""
-    from nemesis.clock import install_clock
-
     return FaultPackage("clock", lambda rng: FaultOp("start-clock", None), FaultOp("stop-clock"),
                         [FaultOp("stop-clock")], FAULT_COLORS["clock"], install_clock)
 
 
 def corruption_package(modes: Sequence[str] = ("bitflip", "truncate")) -> FaultPackage:
     """corrupt-file on one node's last segments (stop, corrupt, restart); an instant."""
-    from nemesis.corruption import install_corruption
-
     pick = _choice(list(modes))
     return FaultPackage("corruption", lambda rng: FaultOp("corrupt-file", {"nodes": "one", "mode": pick(rng)}),
                         None, [], FAULT_COLORS["corruption"], install_corruption)
@@ -106,8 +105,6 @@ def corruption_package(modes: Sequence[str] = ("bitflip", "truncate")) -> FaultP
 
 def membership_package() -> FaultPackage:
     """remove-node (stop for good + wipe) / add-node (fresh id), nemesis/membership.py."""
-    from nemesis.membership import install_membership
-
     return FaultPackage("membership", lambda rng: FaultOp("remove-node", "one"), FaultOp("add-node", None),
                         [FaultOp("add-node", None)], FAULT_COLORS["membership"], install_membership)
 
@@ -123,15 +120,11 @@ def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str,
     candidate partitions. Stories that lose power need LazyFS: its hook is installed with
     `lose_on_kill=False`, so a `kill` stays a process crash (the page cache survives) and
     only `power-loss` drops unsynced writes."""
-    from nemesis.stories import STORIES, install_stories
-
     if name not in STORIES:
         raise ValueError(f"unknown story {name!r} (known: {', '.join(sorted(STORIES))})")
 
     def prepare(nem: Nemesis) -> None:
         if name == "lrs":
-            from nemesis.lazyfs.hook import LazyFSOptions, install_power_loss
-
             install_power_loss(nem, opts=LazyFSOptions(lose_on_kill=False))
         install_stories(nem, pick, [name])
 

@@ -64,6 +64,7 @@ class KafkaMetadata:
 
     def __call__(self) -> Metadata:
         if self._admin is None:
+            # lazy: confluent_kafka takes ~50 ms; `wrack analyze` imports this module (harness.faults) and asks no broker
             from confluent_kafka.admin import AdminClient
 
             ms = int(self.timeout * 1000)
@@ -89,6 +90,7 @@ def node_metadata(address: str, port: int = 9092, timeout: float = 2.0) -> Metad
     """What one broker's metadata cache says (a Metadata request v12 to `address`, over the
     project's raw client): librdkafka asks whichever broker it likes, and a broker cut off from
     the controller answers from a stale cache. Raises OSError when the broker does not answer."""
+    # lazy: broker.wire imports kio (~0.25 s); only this call needs it, and `wrack analyze` imports this module
     from broker.wire.client import RawClient
     from broker.wire.kafka import METADATA
 

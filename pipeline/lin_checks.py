@@ -21,6 +21,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from checkers.linearizable import check_events
+from contracts.errors import InputError
+from pipeline.schemas import verdict_str
+
 RESULT_SCHEMA = "run_id string, key string, valid string, ops long, result string, seconds double"
 MODEL = "log"
 
@@ -45,10 +49,6 @@ def events_of(rows: pd.DataFrame) -> list[dict[str, Any]]:
 
 def check_group(time_limit: float | None, pdf: pd.DataFrame) -> pd.DataFrame:
     """applyInPandas body: one (run, key) group of ops rows to one result row."""
-    from checkers.linearizable import check_events
-    from contracts.errors import InputError
-    from pipeline.schemas import verdict_str
-
     t0 = time.perf_counter()
     run_id, key = pdf["run_id"].iloc[0], pdf["key"].iloc[0]
     try:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.errors import InputError
+from contracts.store import find_runs as walk
+from contracts.store import run_id
 
 
 @dataclass(frozen=True)
@@ -30,8 +32,6 @@ def find_runs(paths: list[str]) -> list[RunFolder]:
 
     A path that does not exist or is not a directory raises InputError.
     """
-    from contracts.store import find_runs as walk
-
     for p in paths:
         if not os.path.exists(p):
             raise InputError("no such file or directory", p)
@@ -48,7 +48,6 @@ def run_id_of(run_dir: str) -> str:
     test = read_json(os.path.join(run_dir, "test.json"))
     if isinstance(test, dict) and isinstance(test.get("run_id"), str) and test["run_id"]:
         return test["run_id"]
-    from contracts.store import run_id
 
     return run_id(run_dir)
 

@@ -154,6 +154,7 @@ ARROW: dict[str, pa.Schema] = {"runs": RUNS, "ops": OPS, "faults": FAULTS, "anom
 
 def spark_schema(table: str) -> Any:
     """The Spark StructType of `table` (derived from its Arrow schema)."""
+    # lazy: pyspark.sql takes ~0.12 s; the Arrow-only users of this module (ingest, store) do without
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(ARROW[table])

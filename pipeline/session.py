@@ -114,6 +114,7 @@ def session(master: str | None = None, remote: str | None = None, *, progress: b
     if progress is None:
         progress = sys.stderr.isatty()
     _quiet_python()
+    # lazy: after _quiet_python() (its warning filters and loggers); pyspark.sql takes ~0.12 s that resolve() does not need
     from pyspark.sql import SparkSession
 
     if remote:

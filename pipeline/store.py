@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contracts.errors import InputError
-from pipeline.schemas import ARROW, TABLES
+from pipeline.schemas import ARROW, TABLES, spark_schema
 
 
 def table_dir(out: str, table: str) -> str:
@@ -87,8 +87,6 @@ def ingested_run_ids(out: str) -> set[str]:
 
 def spark_read(spark: Any, out: str, table: str) -> Any:
     """`table` as a Spark DataFrame with its explicit schema (empty if no file yet)."""
-    from pipeline.schemas import spark_schema
-
     files = parquet_files(out, table)
     schema = spark_schema(table)
     if not files:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import multiprocessing as mp
 import os
 import random
 from collections.abc import Callable, Iterable
@@ -538,8 +539,6 @@ def write_campaign(root: str | os.PathLike[str], *, runs: int, total_ops: int, s
         camp = {"name": name, "cell": cell, "repeat": i // len(cs)}
         jobs.append((str(root), cfg, f"{name}-c{i % len(cs):02d}", i, camp))
     if workers > 1:
-        import multiprocessing as mp
-
         with mp.get_context("fork").Pool(workers) as pool:
             return pool.starmap(_write_job, jobs)
     return [_write_job(*j) for j in jobs]

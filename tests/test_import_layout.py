@@ -165,3 +165,102 @@ def test_no_import_cycle_between_modules():
     import inside a function or under TYPE_CHECKING (docs/ARCHITECTURE.md)."""
     cycle = find_cycle(module_imports())
     assert cycle is None, f"import cycle between modules: {' -> '.join(cycle)}"
+
+
+LAZY_MARK = "# lazy:"
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _is_import_module_call(node: ast.AST) -> bool:
+    """`importlib.import_module(...)`, `import_module(...)` or `__import__(...)`."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in ("import_module", "__import__")
+
+
+def lazy_imports(source: str, filename: str = "<src>") -> list[tuple[int, bool]]:
+    """(line, stated) of every import made inside a function of `source`: import statements
+    (not under `if TYPE_CHECKING:`) and `importlib.import_module` / `__import__` calls.
+    `stated`: a `# lazy:` comment on one of the import's lines or on the line above it; for
+    a run of import statements one after another, the comment above the run covers it."""
+    lines = source.splitlines()
+    out: list[tuple[int, bool]] = []
+
+    def commented(first: int, last: int) -> bool:
+        return any(LAZY_MARK in lines[i - 1] for i in range(max(first - 1, 1), last + 1))
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            run_start = None  # first line of the run of import statements so far
+            for stmt in stmts:
+                if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    run_start = stmt.lineno if run_start is None else run_start
+                    if in_function:
+                        out.append((stmt.lineno, commented(stmt.lineno, stmt.end_lineno or stmt.lineno)
+                                    or commented(run_start, run_start)))
+                else:
+                    run_start = None
+        for child in ast.iter_child_nodes(node):
+            if _is_type_checking(child):
+                continue
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if in_function and _is_import_module_call(child):
+                out.append((child.lineno, commented(child.lineno, child.end_lineno or child.lineno)))
+            visit(child, inner)
+
+    visit(ast.parse(source, filename), False)
+    return out
+
+
+def test_lazy_imports_finds_and_reads_comments():
+    src = '''
+import os
+from typing import TYPE_CHECKING
+
+def f():
+    if TYPE_CHECKING:
+        import typing
+    import a  # lazy: a takes 1 s
+    # lazy: b and c take 2 s
+    import b
+
+    from c import d
+    x = 1
+    import e
+    try:
+        import g  # lazy: optional
+    except ImportError:
+        pass
+    return importlib.import_module("h")
+
+class K:
+    def m(self):
+        import i
+        # lazy: registry
+        return __import__("j")
+'''
+    assert lazy_imports(src) == [(8, True), (10, True), (12, True), (14, False), (16, True), (19, False),
+                                 (23, False), (25, True)]
+
+
+def test_every_import_in_a_function_states_why():
+    """Imports go at the top of a module; one inside a function (or an importlib call) needs a
+    measured reason (start-up time, an optional dependency, an import that must wait for
+    something), stated beside it as `# lazy: ...` on its line or the line above (DESIGN)."""
+    missing = []
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            rel = f.relative_to(ROOT)
+            missing += [f"{rel}:{line}" for line, stated in lazy_imports(f.read_text(), str(rel)) if not stated]
+    assert not missing, f"imports inside functions without a `# lazy: reason` comment: {missing}"

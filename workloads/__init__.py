@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 WORKLOADS: dict[str, str] = {
@@ -16,10 +17,9 @@ WORKLOADS: dict[str, str] = {
 
 def make(name: str, opts: Any = None) -> Any:
     """The workload `name` with options `opts` (a WorkloadOptions); ValueError if unknown."""
-    import importlib
-
     try:
         mod, cls = WORKLOADS[name].split(":")
     except KeyError:
         raise ValueError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})") from None
+    # lazy: registry (WORKLOADS): only the workload asked for is imported
     return getattr(importlib.import_module(mod), cls)(opts)

@@ -82,6 +82,7 @@ class ConfluentIO:
     """confluent-kafka (librdkafka)."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+        # lazy: optional client (harness extra), ~30 ms; only --client confluent loads it
         import confluent_kafka as ck
 
         self._ck = ck
@@ -196,6 +197,7 @@ class KafkaPythonIO:
     """kafka-python."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+        # lazy: optional client (harness extra), ~0.2 s; only --client kafka-python loads it
         import kafka
         import kafka.errors
 
@@ -410,6 +412,7 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], *, replication_fact
                   config: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
     """Create `topics` (name -> partitions) and wait until every partition has a leader.
     Existing topics are fine. Raises RuntimeError naming what did not come up in time."""
+    # lazy: confluent_kafka (harness extra), ~50 ms; `wrack analyze` imports this module and creates no topic
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
 

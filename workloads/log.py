@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers.linearizable import check_events
 from contracts.generator import PENDING, Context, Generator, Pending
 from contracts.history import read_events
 from workloads.base import BaseWorkload, WorkloadOptions, apply_policy, split_key
@@ -106,7 +107,5 @@ class LogWorkload(BaseWorkload):
 
     def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
               ) -> dict[str, Any]:
-        from checkers.linearizable import check_events
-
         result = dict(check_events(read_events(history_path), "log", time_limit=time_limit))
         return apply_policy(result, allowed)

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers import queue as qc
 from contracts import generator as gen
 from contracts.generator import PENDING, Context, Generator, Pending
 from workloads.base import BaseWorkload, WorkloadOptions, key_of, split_key
@@ -389,8 +390,6 @@ class QueueWorkload(BaseWorkload):
                 policies: Sequence[str] = ()) -> Any:
         """The queue checker's `QueueAnalysis` (`.result` is `check`'s result; the plots reuse it).
         `policies` are the checker's named policies (`checkers.queue.POLICIES`)."""
-        from checkers import queue as qc
-
         return qc.analyze_file(str(history_path), allowed=tuple(allowed), time_limit=time_limit,
                                policies=tuple(policies))
 

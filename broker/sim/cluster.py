@@ -56,6 +56,7 @@ from broker.core.quorum_controller import (
 )
 from broker.core.raft import RaftConfig, RaftNode, Role
 from broker.core.raft_messages import FlushLog, PersistQuorumState, RoleChanged, VoteResponse
+from broker.sim.batches import decode_values
 from broker.sim.clients import Ack, SimConsumer, SimProducer, SimRecorder
 from broker.sim.disk import SimDisk
 from broker.sim.invariants import Oracle, Violation
@@ -682,8 +683,6 @@ class SimCluster:
 
     def values(self, i: int, tp: TopicPartition) -> list[bytes]:
         """The record values in broker i's log (whole log, for scenario assertions)."""
-        from broker.sim.batches import decode_values
-
         log = self.brokers[i].disk.logs.get(tp)
         return [v for b in (log.batches() if log else []) for v in decode_values(b.data)]
 

@@ -14,9 +14,16 @@ from dataclasses import dataclass, field, replace
 from broker.core import safeguards as sg
 from broker.core.broker import BrokerConfig
 from broker.core.controller import ControllerConfig
-from broker.core.messages import AlterPartitionRequest, TopicPartition
+from broker.core.messages import (
+    AlterPartitionRequest,
+    FetchResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicPartition,
+)
 from broker.core.metadata import PartitionRegistration
 from broker.core.replica import FOLLOWER, LEADER
+from broker.records import encode_batch as encode
 from broker.sim.clients import Ack
 from broker.sim.cluster import CONTROLLER, ClusterSettings, SimCluster, with_safeguards_off
 from broker.sim.invariants import Violation
@@ -398,8 +405,6 @@ def consumer_after_failover(seed: int = 9) -> ConsumerScenarioResult:
     def hold_hwm_only(src: int | str, to: int | str, msg: object) -> int:
         # the old leader's fetch responses that carry no records (only a new HWM) to its
         # followers are held for a minute: the followers keep the records, not the HWM
-        from broker.core.messages import FetchResponse
-
         if src == old and to in (new, other) and isinstance(msg, FetchResponse) and not any(p.records for p in msg.partitions):
             return 60000
         return 0
@@ -445,9 +450,6 @@ def idempotent_retry_across_failover(seed: int = 10) -> IdempotentScenarioResult
     """KIP-98 across a failover: followers keep the producer state of what they
     replicate, so a retry that reaches the new leader is recognised (answered with the
     first copy's offset) instead of being appended a second time."""
-    from broker.core.messages import ProduceRequest, ProduceResponse
-    from broker.records import encode_batch as encode
-
     c = _cluster(seed, frozenset())
     c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
     reg = c.registration(TP)

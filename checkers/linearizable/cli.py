@@ -14,6 +14,7 @@ from typing import Any
 
 from checkers.linearizable.check import analyse
 from checkers.linearizable.models import get_model
+from checkers.linearizable.visualize import write_html
 from contracts.errors import InputError
 from contracts.formats import detect_format, read_history
 from contracts.history import ReadStats, read_events
@@ -44,8 +45,6 @@ def check_path(path: str, args: argparse.Namespace) -> dict[str, Any]:
         result["dropped_reason"] = stats.dropped_reason
     out = getattr(args, "html", None)
     if out:
-        from checkers.linearizable.visualize import write_html
-
         many = len(getattr(args, "files", [path])) > 1
         target = html_path(out, path, many)
         write_html(a, target, title=os.path.basename(path))

@@ -68,6 +68,7 @@ from typing import Any
 from checkers.queue.analysis import QueueAnalysis, finish
 from checkers.queue.core import QueuePass, Timeout
 from checkers.queue.policy import ANOMALY_TYPES, POLICIES, resolve_allowed
+from checkers.queue.reader import EventFile
 
 __all__ = ["ANOMALY_TYPES", "POLICIES", "QueueAnalysis", "analyze", "analyze_file", "check", "check_file",
            "resolve_allowed"]
@@ -109,8 +110,6 @@ def check(events: Iterable[dict[str, Any]], allowed: Iterable[str] = (), *, time
 def analyze_file(path: str | os.PathLike[str], allowed: Iterable[str] = (), *, time_limit: float | None = None,
                  policies: Iterable[str] = (), ww_deps: bool = False, max_examples: int = 32) -> QueueAnalysis:
     """`analyze` over a history file; errors cite FILE:LINE; a torn last line is dropped and noted."""
-    from checkers.queue.reader import EventFile
-
     p = os.fspath(path)
     ef = EventFile(p)
     an = analyze(ef, allowed, time_limit=time_limit, policies=policies, ww_deps=ww_deps,

@@ -15,6 +15,7 @@ from typing import Any
 
 from checkers.optable import FAIL, INFO, OK, OpTable
 from checkers.queue.core import QueuePass
+from checkers.queue.cycles import find_cycles
 from checkers.queue.policy import type_order, verdict
 from checkers.stats import summarize
 from contracts.history import fault_windows
@@ -109,8 +110,6 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
         _unseen(qp, lost, found)
         _g1a_garbage(qp, found)
         if qp.graph_ops:
-            from checkers.queue.cycles import find_cycles
-
             find_cycles(qp, committed, ww_deps, found)
     types, bad, valid = verdict(found.counts, allowed,
                                 checkable=not timed_out and bool({"send", "poll", "txn"} & set(qp.table.f_names)))
@@ -151,6 +150,7 @@ def first_anomaly_time(anomalies: dict[str, list[dict[str, Any]]], table: OpTabl
     examples cite (`ops`), each op at the time of the event that names it (its completion;
     its invoke if it never completed). History time, ns since the workload started; None
     without examples. Only the examples kept (`max_examples` per type) are looked at."""
+    # lazy: numpy takes ~60 ms; `wrack` imports this module at every start (cmd_check's POLICIES)
     import numpy as np
 
     cited = {i for examples in anomalies.values() for ex in examples for i in ex.get("ops", ())}

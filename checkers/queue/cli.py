@@ -12,12 +12,13 @@ import argparse
 import os
 from typing import Any
 
+from checkers.plots import write_plots
+from checkers.queue import analyze_file, resolve_allowed
+from checkers.timeline import write_timeline
 from contracts.errors import InputError
 
 
 def check_path(path: str, args: argparse.Namespace) -> dict[str, Any]:
-    from checkers.queue import analyze_file, resolve_allowed
-
     allowed = list(getattr(args, "allow", None) or [])
     policies = list(getattr(args, "policy", None) or [])
     try:
@@ -28,9 +29,6 @@ def check_path(path: str, args: argparse.Namespace) -> dict[str, Any]:
                       ww_deps=bool(getattr(args, "ww_deps", False)))
     out_dir = getattr(args, "plots", None)
     if out_dir:
-        from checkers.plots import write_plots
-        from checkers.timeline import write_timeline
-
         os.makedirs(out_dir, exist_ok=True)
         write_plots(path, out_dir, analysis=an)
         write_timeline(path, os.path.join(out_dir, "timeline.html"))

@@ -42,6 +42,7 @@ from typing import Any
 
 from broker.core.safeguards import REGISTRY
 from checkers.queue.policy import POLICIES, type_order
+from contracts.history import fault_windows
 
 LIMIT = 20  # stories shown
 SCAN = 200  # offsets whose stories are told (the rest are counted)
@@ -463,8 +464,6 @@ def _log_end(e: dict[str, Any]) -> int:
 
 def _active_faults(faults: list[dict[str, Any]], t: int) -> list[str]:
     """Faults in force at time t (started, not yet stopped)."""
-    from contracts.history import fault_windows
-
     return [f"{w.kind} since {_s(w.start):.2f} s ({_fault_text(w.start_event)})"
             for w in fault_windows(faults) if w.start <= t and (w.stop is None or w.stop > t)]
 

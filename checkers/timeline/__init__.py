@@ -36,8 +36,9 @@ from typing import Any
 
 import orjson
 
+from checkers.queue.reader import EventFile
 from contracts.errors import InputError
-from contracts.history import FAULT_COLORS
+from contracts.history import FAULT_COLORS, fault_windows
 from contracts.pairing import NEMESIS, Pairing
 
 TEMPLATE = Path(__file__).with_name("timeline.html")  # the page around the fragment
@@ -54,8 +55,6 @@ def write_timeline(history_path: str | os.PathLike[str], out_path: str | os.Path
                    title: str | None = None, colors: Mapping[str, str] | None = None, **_ignored: Any) -> Path:
     """Write the timeline of one history file to `out_path` (see the module docstring).
     `colors` (fault kind -> colour) override `contracts.history.FAULT_COLORS` for the bands."""
-    from checkers.queue.reader import EventFile
-
     p = os.fspath(history_path)
     ef = EventFile(p)
     data = timeline_data(ef, path=p, line_of=ef.line_of, colors=colors)
@@ -81,8 +80,6 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
     start row, stop row or -1], ...], `c` = {kind: colour} of those windows' kinds
     (`contracts.history.FAULT_COLORS`, overridden by `colors`; kinds without one get a spare colour).
     """
-    from contracts.history import fault_windows
-
     fs: list[str] = []
     fcode: dict[str, int] = {}
     P: list[int] = []

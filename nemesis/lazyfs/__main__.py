@@ -20,6 +20,8 @@ import resource
 import sys
 from typing import NoReturn
 
+from nemesis.lazyfs.control import ControlError, request, serve
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
@@ -27,7 +29,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _mount(a: argparse.Namespace) -> int:
-    from nemesis.lazyfs.control import serve
+    # lazy: mfusepy loads libfuse at import (~40 ms; fails where it is missing); `ctl` needs neither
     from nemesis.lazyfs.fs import LazyFS, mount
 
     if not os.path.isdir(a.mountpoint):
@@ -46,8 +48,6 @@ def _mount(a: argparse.Namespace) -> int:
 
 
 def _ctl(a: argparse.Namespace) -> int:
-    from nemesis.lazyfs.control import ControlError, request
-
     try:
         args = json.loads(a.args) if a.args else {}
         if not isinstance(args, dict):
