@@ -192,12 +192,12 @@ def lrs(s: Story, candidates: Sequence[TP]) -> None:
     leader, followers = v.leader, v.followers
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
     s.fault("start-partition", {"isolate": followers})
-    if s.wait("isr-is-leader", tp, lambda w: w.isr == [leader], 20) is None:
+    if s.wait("isr-is-leader", tp, lambda w: w.isr == [leader], 30) is None:
         return
     s.lossy("power-loss", {"nodes": [leader], "torn": False})
     s.wait("leader-after-loss", tp, lambda w: w.leader is not None, 6)
     s.fault("stop-partition")
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
 def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
@@ -213,14 +213,14 @@ def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("start-partition", {"drop": {c: [b, leader], b: [c]}})
     s.sleep("c-hw-frozen", 1.0)
     s.fault("stop", [leader])
-    if s.wait("b-elected", tp, lambda w: w.leader == b, 12) is None:
+    if s.wait("b-elected", tp, lambda w: w.leader == b, 20) is None:
         return
     s.fault("kill", [b])
-    s.wait("c-elected", tp, lambda w: w.leader == c, 15)
+    s.wait("c-elected", tp, lambda w: w.leader == c, 20)
     s.sleep("c-leads", 1.0)
     s.fault("stop-partition")
     s.fault("start", [leader, b])
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
 def leso(s: Story, candidates: Sequence[TP]) -> None:
@@ -240,18 +240,18 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("stop", [c])
     s.wait("c-out-of-isr", tp, lambda w: c not in w.isr, 8)
     s.fault("stop", [leader])
-    if s.wait("b-elected", tp, lambda w: w.leader == b, 12) is None:
+    if s.wait("b-elected", tp, lambda w: w.leader == b, 20) is None:
         return
     s.fault("start-partition", {"drop": {c: [b]}, "min_bytes": LARGE_BYTES})
     s.fault("start", [c])
     joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6)
     if joined is not None:
         s.fault("kill", [b])
-        s.wait("c-elected", tp, lambda w: w.leader == c, 15)
+        s.wait("c-elected", tp, lambda w: w.leader == c, 20)
         s.sleep("c-leads", 1.0)
     s.fault("stop-partition")
     s.undo()
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
 def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
@@ -290,7 +290,7 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     s.sleep("leads", 1.0)
     s.fault("stop-partition")
     s.fault("start", [leader, x])
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 6)
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
 def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
@@ -320,27 +320,32 @@ def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("start-partition", {"drop": {b: [leader, a]}})
     s.crash_restart(leader)
     s.crash_restart(a)
-    s.wait("new-leader", tp, lambda w: w.leader is not None, 12)
+    s.wait("new-leader", tp, lambda w: w.leader is not None, 20)
     s.sleep("leads", 1.0)
     s.fault("stop-partition")
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 10)
+    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
 def leader_churn(s: Story, candidates: Sequence[TP]) -> None:
     """Leader changes in quick succession: crash-restart the leader, and as soon as another
-    replica leads, crash-restart that one too (three times). Followers that truncate on each
-    new epoch get no time to fetch back before they may be elected."""
+    replica leads and a follower is back in the ISR, crash-restart that one too (three
+    times). Followers that truncate on each new epoch get little time to fetch back before
+    they may be elected."""
     tp, v = s.choose(candidates, 1)
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
     leader = v.leader
     for i in range(3):
         assert leader is not None
+        # a leader alone in the ISR comes back as its own successor (clean election): wait
+        # for a follower to rejoin, so that the crash moves leadership
+        if i and s.wait(f"isr-{i + 1}", tp, lambda w: len(w.isr) > 1, 20) is None:
+            return
         s.crash_restart(leader)
         w = s.wait(f"leader-{i + 2}", tp, lambda w, old=leader: w.leader not in (None, old), 20)
         if w is None:
             return
         leader = w.leader
-    s.wait("healed", tp, lambda w: len(w.isr) > 1, 10)
+    s.wait("healed", tp, lambda w: len(w.isr) > 1, 30)
 
 
 STORIES: dict[str, Callable[[Story, Sequence[TP]], None]] = {

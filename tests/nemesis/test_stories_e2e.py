@@ -73,6 +73,7 @@ def cluster(tmp_path_factory):
         finally:
             nem.teardown()
             for n in c.nodes:
+                db.collect(n, tmp / "nodes", data=False)  # the brokers' logs stay for a failure's reader
                 db.teardown(n)
             hist.close()
 
