@@ -16,8 +16,8 @@ prints one row per cell:
     flock /tmp/wrack-e2e.lock .venv/bin/python bench/bugzoo.py [--runs 3] [--cells elr,acks=1]
         [--time-limit S] [--file campaigns/bugzoo.yaml] [--out DIR] [--json]
 
-`--cells`: comma list; an item picks the cells whose label (as `wrack campaign --list`
-prints it) contains it, or the cell with that 1-based number. `--out DIR` keeps the
+`--cells`: comma list; a number picks the cell with that 1-based number, any other item the
+cells whose label (as `wrack campaign --list` prints it) contains it. `--out DIR` keeps the
 campaign folder (runs, summary.html, junit.xml) under DIR; without it a temporary folder
 is used and removed.
 """
@@ -36,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from contracts import options  # noqa: E402
 from contracts.errors import EXIT_BAD_INPUT, InputError  # noqa: E402
 from harness import campaign as C  # noqa: E402
 
@@ -53,7 +54,7 @@ def pick(cells: list[C.Cell], wanted: str | None) -> list[C.Cell]:
         return cells
     out: list[C.Cell] = []
     for item in (x.strip() for x in wanted.split(",") if x.strip()):
-        hits = [c for i, c in enumerate(cells, 1) if item == str(i) or item in c.label()]
+        hits = [c for i, c in enumerate(cells, 1) if (item == str(i) if item.isdigit() else item in c.label())]
         if not hits:
             raise InputError(f"--cells: {item!r} matches no cell (see wrack campaign FILE --list)")
         out += [c for c in hits if c not in out]
@@ -101,7 +102,7 @@ def run(a: argparse.Namespace, out_root: str) -> list[dict[str, Any]]:
     spec = C.load_spec(a.file)
     spec.cells = pick(spec.cells, a.cells)
     spec.repeats = a.runs
-    overrides = C._norm({"time_limit": a.time_limit} if a.time_limit else {}, "--time-limit")
+    overrides = options.from_mapping({"time_limit": a.time_limit} if a.time_limit else {}, "--time-limit")
     quiet = Progress(enabled=False)
     loads: dict[str, str] = {}
 

@@ -45,16 +45,7 @@ from workloads.base import WorkloadOptions
 
 def workload_options(options: Mapping[str, Any]) -> Any:
     """A WorkloadOptions from test options (unknown keys ignored, missing ones default)."""
-    wo = WorkloadOptions()
-    mapping = {"acks": "acks", "client": "client_lib", "topics": "topics", "partitions": "partitions",
-               "rf": "replication_factor", "min_isr": "min_insync_replicas",
-               "request_timeout": "request_timeout", "final_time_limit": "final_time_limit",
-               "concurrency_threads": "clients", "in_flight": "in_flight",
-               "recovery_time_limit": "recovery_time_limit"}
-    for src, dst in mapping.items():
-        if options.get(src) is not None:
-            setattr(wo, dst, type(getattr(wo, dst))(options[src]))
-    return wo
+    return WorkloadOptions.from_test(options)
 
 
 class HistoryScan:

@@ -5,8 +5,8 @@ Campaign file (YAML)::
     name: smoke
     description: what it is for
     repeats: 2                       # runs per cell (default 1)
-    defaults: {nodes: 3, time_limit: 20}       # options of every cell (TestOptions fields,
-                                               # `-` or `_` in names)
+    defaults: {nodes: 3, time_limit: 20}       # options of every cell (contracts.options:
+                                               # field or flag names, `-` or `_`)
     matrix:                          # the cross product of these lists
       acks: [all, "1"]
       nemesis: [[partition], [kill, partition]]
@@ -42,7 +42,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape as xml_escape
@@ -50,7 +50,7 @@ from xml.sax.saxutils import quoteattr
 
 import yaml
 
-from contracts import store
+from contracts import options, store
 from contracts.errors import InputError
 from harness.runner import TestOptions, run_test, validate
 
@@ -88,27 +88,6 @@ def _show(v: Any) -> str:
     return str(v)
 
 
-def _option_names() -> set[str]:
-    return {f.name for f in fields(TestOptions)}
-
-
-def _norm(opts: Mapping[str, Any], where: str) -> dict[str, Any]:
-    known = _option_names()
-    out = {}
-    for k, v in opts.items():
-        key = str(k).replace("-", "_")
-        if key == "safeguard_off":
-            key = "safeguards_off"
-        if key not in known:
-            raise InputError(f"{where}: unknown option {k!r}")
-        if key in ("nemesis", "safeguards_off") and isinstance(v, str):
-            v = [x.strip() for x in v.split(",") if x.strip() and x.strip() != "none"]
-        if key == "acks":
-            v = str(v)
-        out[key] = v
-    return out
-
-
 def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     """Read and validate a campaign file (InputError naming the file and what is wrong)."""
     p = str(path)
@@ -126,7 +105,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     repeats = raw.get("repeats", 1)
     if not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be a positive integer, not {repeats!r}", p)
-    defaults = _norm(raw.get("defaults") or {}, f"{p}: defaults")
+    defaults = options.from_mapping(raw.get("defaults") or {}, f"{p}: defaults")
     cells: list[Cell] = []
     matrix = raw.get("matrix") or {}
     if not isinstance(matrix, dict):
@@ -140,7 +119,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
                 raise InputError(f"matrix: {k} must be a non-empty list", p)
             values.append(v)
         for combo in itertools.product(*values):
-            cells.append(Cell(_norm(dict(zip(keys, combo, strict=True)), f"{p}: matrix")))
+            cells.append(Cell(options.from_mapping(dict(zip(keys, combo, strict=True)), f"{p}: matrix")))
     for i, c in enumerate(raw.get("cells") or []):
         if not isinstance(c, dict):
             raise InputError(f"cells[{i}] must be a mapping", p)
@@ -149,7 +128,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
         if expect not in EXPECT:
             raise InputError(f"cells[{i}]: unknown expect {expect!r} (one of {', '.join(EXPECT)})", p,
                              _cell_line(p, i))
-        cells.append(Cell(_norm(c, f"{p}: cells[{i}]"), expect))
+        cells.append(Cell(options.from_mapping(c, f"{p}: cells[{i}]"), expect))
     if not cells:
         cells = [Cell({})]
     seen: set[str] = set()

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 
+from contracts import options
 from contracts.errors import InputError
 from harness.progress import Progress
 
@@ -35,10 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _overrides(items: list[str]) -> dict:
-    # lazy: `wrack` imports every command module at start (--help); yaml costs ~15 ms, harness.campaign ~0.17 s
+    # lazy: `wrack` imports every command module at start (--help); yaml costs ~15 ms
     import yaml
-
-    from harness.campaign import _norm
 
     out = {}
     for it in items:
@@ -46,7 +45,7 @@ def _overrides(items: list[str]) -> dict:
             raise InputError(f"--set {it!r}: expected OPT=VALUE")
         k, v = it.split("=", 1)
         out[k] = yaml.safe_load(v)
-    return _norm(out, "--set")
+    return options.from_mapping(out, "--set")
 
 
 def run(args: argparse.Namespace) -> int:

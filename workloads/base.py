@@ -3,7 +3,7 @@
 A `Workload` (queue, log, noop) gives the runner:
 
 - `topics() -> {name: partitions}` to create before the test;
-- `send_lanes()`: client threads beyond `opts.clients` (0 but for the queue workload, whose
+- `send_lanes()`: client threads beyond `opts.concurrency_threads` (0 but for the queue workload, whose
   send-only processes keep `opts.in_flight` sends in flight);
 - `client(thread, process, bootstrap) -> Client` (one per process; `harness.interpreter`
   opens a new one under a new process id after an `info`);
@@ -24,34 +24,44 @@ A `Workload` (queue, log, noop) gives the runner:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
 from contracts.generator import Generator
+from contracts.options import DEFAULTS
 from workloads.kafka_io import KafkaIO, open_io
 
 
 @dataclass
 class WorkloadOptions:
-    """Workload knobs (all recorded with the run)."""
+    """Workload knobs (all recorded with the run). Those that are test options have the
+    test option's name and default (`contracts.options`); the rest are the workload's own."""
 
-    acks: str = "all"  # "all" | "1" | "mixed" (per op, at random)
-    client_lib: str = "confluent"  # "confluent" | "kafka-python"
-    topics: int = 2
-    partitions: int = 2
-    replication_factor: int = 3
-    min_insync_replicas: int = 2
-    request_timeout: float = 5.0  # s a send/poll waits before it is indeterminate
-    final_time_limit: float = 10.0  # s the final read-back may take at most
-    recovery_time_limit: float = 30.0  # s after the final heal within which every key must take a write and a read
+    acks: str = DEFAULTS.acks  # "all" | "1" | "mixed" (per op, at random)
+    client: str = DEFAULTS.client  # "confluent" | "kafka-python"
+    topics: int = DEFAULTS.topics
+    partitions: int = DEFAULTS.partitions
+    request_timeout: float = DEFAULTS.request_timeout  # s a send/poll waits before it is indeterminate
+    final_time_limit: float = DEFAULTS.final_time_limit  # s the final read-back may take at most
+    recovery_time_limit: float = DEFAULTS.recovery_time_limit  # s after the final heal for a write and a read per key
+    concurrency_threads: int = 5  # processes that assign, poll, send and crash (`--concurrency`, resolved)
+    in_flight: int = DEFAULTS.in_flight  # send-only processes beside them, sharing producers (`--in-flight`)
     poll_ms: int = 200
     max_poll_records: int = 500
     assign_p: float = 1 / 32  # probability that an op re-assigns the consumer
     crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
     send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
-    clients: int = 5  # processes that assign, poll, send and crash (`--concurrency`)
-    in_flight: int = 64  # send-only processes beside them, sharing producers (`--in-flight`)
+
+    @classmethod
+    def from_test(cls, options: Mapping[str, Any]) -> WorkloadOptions:
+        """The workload options of a test (test.json's `options`: fields of the same name;
+        others ignored, missing ones default)."""
+        wo = cls()
+        for f in fields(cls):
+            if options.get(f.name) is not None:
+                setattr(wo, f.name, type(getattr(wo, f.name))(options[f.name]))
+        return wo
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,8 +104,8 @@ class BaseWorkload:
         return {f"{self.topic_prefix}{i}": self.opts.partitions for i in range(self.opts.topics)}
 
     def send_lanes(self) -> int:
-        """Client threads the workload wants beyond `opts.clients` (threads `clients`.. run
-        only sends); the runner starts `clients + send_lanes()` threads."""
+        """Client threads the workload wants beyond `opts.concurrency_threads` (threads from there on run
+        only sends); the runner starts `concurrency_threads + send_lanes()` threads."""
         return 0
 
     def final_generator(self) -> Generator | None:
@@ -107,7 +117,7 @@ class BaseWorkload:
     def io_factory(self, process: int, bootstrap: str) -> Callable[[str], KafkaIO]:
         """`acks -> KafkaIO` for the client of `process`: the test's client library and timeout."""
         o = self.opts
-        return lambda acks: open_io(o.client_lib, bootstrap, acks=acks, timeout=o.request_timeout,
+        return lambda acks: open_io(o.client, bootstrap, acks=acks, timeout=o.request_timeout,
                                     client_id=f"p{process}")
 
 

@@ -138,8 +138,8 @@ class QueueGenerator(Generator):
 
 
 def is_send_lane(thread: Any, opts: WorkloadOptions) -> bool:
-    """Threads `opts.clients`.. only send (the consuming clients are threads 0..clients-1)."""
-    return isinstance(thread, int) and thread >= opts.clients
+    """Threads `opts.concurrency_threads`.. only send (the consuming clients are the threads before)."""
+    return isinstance(thread, int) and thread >= opts.concurrency_threads
 
 
 def op_acks(acks: str | None, opts: WorkloadOptions) -> str:
@@ -346,7 +346,7 @@ class QueueWorkload(BaseWorkload):
             if self.sender_pool is None:
                 o = self.opts
                 self.sender_pool = SenderPool(lambda acks: open_sender(
-                    o.client_lib, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}"))
+                    o.client, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}"))
             return SendLane(self.sender_pool, self.opts)
         return QueueClient(self.io_factory(process, bootstrap), self.opts)
 

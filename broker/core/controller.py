@@ -423,7 +423,8 @@ class Controller:
             return fail(ErrorCode.invalid_config, str(e))
         live = [bid for bid in self.image.brokers if self.image.is_usable(bid)]
         try:
-            assignment = assign_replicas(live, req.num_partitions, req.replication_factor)
+            assignment = assign_replicas(live, req.num_partitions, req.replication_factor,
+                                         start=len(self.image.partitions))
         except PlacementError as e:
             code = ErrorCode.invalid_partitions if req.num_partitions <= 0 else ErrorCode.invalid_replication_factor
             return fail(code, str(e))

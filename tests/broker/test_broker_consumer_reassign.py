@@ -34,7 +34,7 @@ def assign(client, keys: list[str]) -> None:
 
 def test_a_reassign_never_sends_the_consumer_back_to_the_beginning(fleet):
     b = fleet.single().start()
-    wl = QueueWorkload(WorkloadOptions(topics=1, partitions=PARTITIONS, replication_factor=1, clients=1, in_flight=0))
+    wl = QueueWorkload(WorkloadOptions(topics=1, partitions=PARTITIONS, concurrency_threads=1, in_flight=0))
     create_topics(b.bootstrap, wl.topics(), replication_factor=1)
     sender = open_sender("confluent", b.bootstrap, acks="all", timeout=10.0, client_id="fill")
     try:

@@ -67,7 +67,7 @@ def test_a_shared_sender_serves_many_threads_at_once(fleet, lib):
 
 def test_send_lanes_share_one_producer_until_the_last_one_closes(fleet):
     b = fleet.single().start()
-    wl = QueueWorkload(WorkloadOptions(topics=1, partitions=1, replication_factor=1, clients=2, in_flight=THREADS))
+    wl = QueueWorkload(WorkloadOptions(topics=1, partitions=1, concurrency_threads=2, in_flight=THREADS))
     create_topics(b.bootstrap, wl.topics(), replication_factor=1)
     assert wl.send_lanes() == THREADS
     lanes = [wl.client(2 + t, 2 + t, b.bootstrap) for t in range(THREADS)]

@@ -108,3 +108,13 @@ def test_metadata_file_round_trip_through_the_quorum_hook(tmp_path):
     assert sorted(again.image.brokers) == [1, 2] and again.image.brokers[2].broker_epoch == 1
     with pytest.raises(ValueError, match=r"m:2: record offset 0, expected 1"):
         metadata_log_from_lines([lines[0], lines[0], b"\n"], "m")
+
+
+def test_placement_start_spreads_topics():
+    """The controller starts a topic after the partitions the cluster already has (Kafka: at a
+    random broker), so two small topics do not sit on the same brokers."""
+    first = assign_replicas([1, 2, 3, 4, 5], 2, 3)
+    second = assign_replicas([1, 2, 3, 4, 5], 2, 3, start=2)
+    assert [r[0] for r in first + second] == [1, 2, 3, 4]
+    assert set().union(*first, *second) == {1, 2, 3, 4, 5}
+    assert assign_replicas([1, 2, 3], 2, 2, start=3) == assign_replicas([1, 2, 3], 2, 2)

@@ -273,7 +273,7 @@ def _ok_sends(op):
 @given(clients=st.integers(1, 4), lanes=st.integers(0, 12), seed=st.integers(0, 2**16))
 @settings(max_examples=30, deadline=None)
 def test_send_lanes_only_send_and_consuming_clients_do_the_rest(clients, lanes, seed):
-    wl = make("queue", WorkloadOptions(topics=1, partitions=2, clients=clients, in_flight=lanes, crash_p=0.05))
+    wl = make("queue", WorkloadOptions(topics=1, partitions=2, concurrency_threads=clients, in_flight=lanes, crash_p=0.05))
     threads = clients + wl.send_lanes()
     h = simulate(g.limit(600, wl.generator()), threads, seed=seed, complete=_ok_sends)
     invokes = [e for e in h if e["type"] == "invoke"]
@@ -288,7 +288,7 @@ def test_send_lanes_only_send_and_consuming_clients_do_the_rest(clients, lanes, 
 
 
 def test_the_final_read_back_reads_again_on_consuming_threads_only():
-    wl = make("queue", WorkloadOptions(topics=1, partitions=1, clients=2, in_flight=3, final_time_limit=5))
+    wl = make("queue", WorkloadOptions(topics=1, partitions=1, concurrency_threads=2, in_flight=3, final_time_limit=5))
     wl.observe({"type": "ok", "f": "send", "value": [["send", "queue0-0", [1, 5]]]})
     wl.observe({"type": "ok", "f": "poll", "value": [["poll", {"queue0-0": [[0, 4], [1, 5]]}]]})
     assert wl.tracker.all_read()  # read during the main phase: not enough for the final phase

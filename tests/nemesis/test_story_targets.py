@@ -1,0 +1,30 @@
+"""The fault stories keep the active controller out of the partition they play on
+(nemesis/stories.py `Story.choose`): in a default test some partition must avoid every
+voter that may lead the controller quorum, or no story ever runs (seen: every story of a
+bug-zoo run failed with "no partition without a controller replica")."""
+
+from __future__ import annotations
+
+from broker.core.placement import assign_replicas
+from clusters.db import default_controllers
+from contracts.options import DEFAULTS
+from workloads.base import WorkloadOptions
+from workloads.queue import QueueWorkload
+
+
+def default_placement(nodes: int) -> list[tuple[int, ...]]:
+    """The replicas of every partition of the default topics, created in order as the
+    controller places them (each topic starts after the partitions before it)."""
+    topics = QueueWorkload(WorkloadOptions.from_test(DEFAULTS.to_dict())).topics()
+    out: list[tuple[int, ...]] = []
+    for partitions in topics.values():
+        out += assign_replicas(list(range(nodes)), partitions, DEFAULTS.rf, start=len(out))
+    return out
+
+
+def test_every_possible_active_controller_leaves_a_partition_to_play_on():
+    for nodes in (DEFAULTS.nodes, 4, 6, 7):
+        placement = default_placement(nodes)
+        for controller in range(default_controllers(nodes)):
+            free = [r for r in placement if controller not in r]
+            assert free, f"{nodes} nodes, active controller {controller}: every partition has a replica on it"
