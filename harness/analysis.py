@@ -7,9 +7,12 @@ and hold ops that never completed, which count as indeterminate). The workload, 
 options and the expected-anomaly policy come from the run's test.json; `workload=`
 overrides (a folder with only a history.jsonl).
 
-Queue runs are also checked for liveness (`checkers.liveness`: every key takes a write and a
-read within `--recovery-time-limit` of the final heal, else `no-recovery`; availability in
-and outside fault windows; recovery times), into results.json's `liveness`.
+A run is checked by its workload's checker (`analyze`) composed with `checkers.compose`;
+a workload with `checks_recovery` (queue) adds liveness (`checkers.liveness`: every key takes
+a write and a read within `--recovery-time-limit` of the final heal, else `no-recovery`;
+availability in and outside fault windows; recovery times), into results.json's `liveness`.
+results.json is the workload checker's result at the top, with the composed verdict and
+anomalies (`flatten`).
 
 `check_run` reads the history twice: one validated pass (`HistoryScan`) for the history's
 figures, its faults (the policy) and liveness, then the checker's own pass; explanations
@@ -23,15 +26,16 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import workloads
 from checkers import liveness
-from checkers.policy import choose
+from checkers.compose import MERGED_KEYS, compose, merge_results
+from checkers.policy import Policy, choose
 from checkers.queue.explain import explain
 from contracts import store
 from contracts.errors import InputError
@@ -40,7 +44,7 @@ from contracts.pairing import NEMESIS, Pairing, same_line
 from harness import plots as hplots
 from harness.nodelogs import read_node_events
 from harness.report import write_report
-from workloads.base import WorkloadOptions
+from workloads.base import Workload, WorkloadOptions
 
 
 def workload_options(options: Mapping[str, Any]) -> Any:
@@ -54,17 +58,23 @@ class HistoryScan:
     Iterating yields the events, so another consumer (the liveness check) reads the same
     pass; `nemesis` collects the nemesis events (the policy reads them) and `summary()`
     gives results.json's `history`: events, torn lines, ok/fail/info completions and the
-    invokes never completed. A malformed or badly paired history raises `InputError`.
+    invokes never completed. Each pass starts afresh; `drain()` completes one unless a pass
+    was completed. A malformed or badly paired history raises `InputError`.
     """
 
     def __init__(self, path: Path):
         self.path = path
+        self.complete = False
+        self._start()
+
+    def _start(self) -> None:
         self.read = ReadStats()
         self.nemesis: list[dict[str, Any]] = []
-        self.pairing = Pairing(str(path), same_line)
+        self.pairing = Pairing(str(self.path), same_line)
         self.completed = {"ok": 0, "fail": 0, "info": 0}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        self._start()
         invoke = self.pairing.invoke
         complete = self.pairing.complete
         completed = self.completed
@@ -77,15 +87,75 @@ class HistoryScan:
                 complete(ev, line)
                 completed[ev["type"]] += 1
             yield ev
+        self.complete = True
 
     def drain(self) -> None:
-        for _ in self:
-            pass
+        if not self.complete:
+            for _ in self:
+                pass
 
     def summary(self) -> dict[str, Any]:
         st = self.read
         return {"events": st.events, "dropped_lines": st.dropped, "dropped_reason": st.dropped_reason,
                 "never_completed": len(self.pairing.open), **self.completed}
+
+
+class RunInputs:
+    """One run's inputs for its checkers (`checkers.compose.Run`): `events()` is the shared
+    validated pass (`HistoryScan`); `allowed` and `policies` are the expected-anomaly policy's
+    (`checkers.policy.choose`), which reads that pass's faults, so the first to ask completes
+    the pass if no checker read it before."""
+
+    def __init__(self, run_dir: Path, test: Mapping[str, Any], options: Mapping[str, Any], *,
+                 keys: Sequence[str], time_limit: float | None):
+        self.run_dir = run_dir
+        self.history_path = run_dir / "history.jsonl"
+        self.scan = HistoryScan(self.history_path)
+        self.test, self.options, self.keys = test, options, keys
+        self.time_limit = time_limit
+        self.incomplete = not test or test.get("end") is None
+
+    def events(self) -> HistoryScan:
+        return self.scan
+
+    @cached_property
+    def policy(self) -> Policy:
+        self.scan.drain()  # raises InputError for a malformed history
+        return choose(self.options, incomplete=self.incomplete, events=self.scan.nemesis, keys=self.keys,
+                      isr_changes=isr_changes(self.run_dir, self.test))
+
+    @property
+    def allowed(self) -> list[str]:
+        return self.policy.allowed
+
+    @property
+    def policies(self) -> list[str]:
+        return self.policy.names
+
+
+class WorkloadCheck:
+    """The workload's checker (`analyze`) as a `checkers.compose.Checker`; keeps what the plots
+    draw from (`plots`, None until checked)."""
+
+    def __init__(self, wl: Workload):
+        self.wl = wl
+        self.plots: Any = None
+
+    def check(self, run: RunInputs) -> dict[str, Any]:
+        checked = self.wl.analyze(run.history_path, run.allowed, run.time_limit, policies=run.policies)
+        self.plots = checked.plots
+        return dict(checked.result)
+
+
+@dataclass
+class LivenessCheck:
+    """`checkers.liveness` as a `checkers.compose.Checker`, over the run's shared pass."""
+
+    keys: Sequence[str]
+    bound_s: float
+
+    def check(self, run: RunInputs) -> dict[str, Any]:
+        return liveness.check(run.events(), keys=self.keys, bound_s=self.bound_s)
 
 
 @dataclass
@@ -98,74 +168,50 @@ class CheckedRun:
 
 
 def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float | None = None) -> CheckedRun:
-    """Run the workload's checker on the run's history and write results.json."""
+    """Run the workload's checkers on the run's history and write results.json."""
     run_dir = Path(run_dir)
-    hist = run_dir / "history.jsonl"
-    if not hist.is_file():
+    if not (run_dir / "history.jsonl").is_file():
         raise InputError("no history.jsonl in this run folder", str(run_dir))
     test = store.read_json(run_dir / "test.json")
     options = dict((test or {}).get("options") or {})
     if workload:
         options["workload"] = workload
     options.setdefault("workload", "queue")
-    incomplete = test is None or test.get("end") is None
-
     try:
         wl = workloads.make(options["workload"], workload_options(options))
     except ValueError as e:
         raise InputError(str(e), str(run_dir / "test.json")) from None
-    scan = HistoryScan(hist)  # one pass for the history's figures, its faults and liveness
-    live = None
-    if wl.checker == "queue":
-        live = liveness.check(scan, keys=wl.keys, bound_s=wl.opts.recovery_time_limit)
-    else:
-        scan.drain()  # raises InputError for a malformed history
-    hstats = scan.summary()
-    policy = choose(options, incomplete=incomplete, events=scan.nemesis, keys=getattr(wl, "keys", ()),
-                    isr_changes=isr_changes(run_dir, test or {}))
+    run = RunInputs(run_dir, test or {}, options, keys=wl.keys, time_limit=time_limit)
+    main = WorkloadCheck(wl)
+    # liveness first: it reads the shared pass, which the workload's policy then finds complete
+    beside = {"liveness": LivenessCheck(wl.keys, wl.opts.recovery_time_limit)} if wl.checks_recovery else {}
     t0 = time.monotonic()
-    analysis = None
-    try:
-        if hasattr(wl, "analyze"):  # the checker's analysis, kept for the plots
-            analysis = wl.analyze(hist, policy.allowed, time_limit, policies=policy.names)
-            results = dict(analysis.result)
-        else:
-            results = dict(wl.check(hist, policy.allowed, time_limit))
-    except InputError:
-        raise
-    except Exception as e:  # noqa: BLE001 - a checker crash is an unknown verdict, not a harness crash
-        results = {"valid": "unknown", "anomaly_types": [], "anomalies": {},
-                   "error": f"checker {wl.checker} crashed: {type(e).__name__}: {e}",
-                   "traceback": traceback.format_exc(limit=8)}
-    results.setdefault("anomaly_types", sorted((results.get("anomalies") or {}).keys()))
-    results.setdefault("allowed", policy.allowed)
-    results["policy"] = policy.to_dict()
+    results, beside_results = flatten(compose({**beside, wl.checker: main}).check(run), wl.checker)
+    hstats = run.scan.summary()
+    results.setdefault("allowed", run.policy.allowed)
+    results["policy"] = run.policy.to_dict()
     results["checker"] = wl.checker
     results["history"] = hstats
     results["check_seconds"] = round(time.monotonic() - t0, 3)
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    if hstats["dropped_lines"] or incomplete:
+    if hstats["dropped_lines"] or run.incomplete:
         results["incomplete_run"] = True
-    if live is not None:
-        add_liveness(results, live)
+    results.update(beside_results)  # under their names: `liveness`
     if wl.checker == "queue" and results.get("anomaly_types"):
         results["explanations"] = explain_run(run_dir, results, test or {}, options)
     store.write_json(run_dir / "results.json", results)
-    return CheckedRun(results, analysis)
+    return CheckedRun(results, main.plots)
 
 
-def add_liveness(results: dict[str, Any], live: Mapping[str, Any]) -> None:
-    """Put `checkers.liveness`'s result into `results`: its figures under `liveness`, and a
-    `no-recovery` anomaly (never allowed) into the verdict."""
-    results["liveness"] = {k: v for k, v in live.items() if k not in ("anomalies", "anomaly_types", "anomaly_counts")}
-    if live.get("valid") is not False:
-        return
-    for kind, examples in live["anomalies"].items():
-        results.setdefault("anomalies", {})[kind] = examples
-        results.setdefault("anomaly_counts", {})[kind] = len(examples)
-        if kind not in results["anomaly_types"]:
-            results["anomaly_types"] = [*results["anomaly_types"], kind]
-    results["valid"] = False
+def flatten(composed: Mapping[str, Any], main: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """results.json's layout of a composed check (`checkers.compose`): (the `main` checker's
+    result with the merged verdict and anomalies, its own anomaly types first; every other
+    part by name, without its anomalies, which are merged into the first)."""
+    others = [name for name in composed if name not in (main, *MERGED_KEYS)]
+    results = {**composed[main], **merge_results({main: composed[main], **{n: composed[n] for n in others}})}
+    parts = {name: {k: v for k, v in composed[name].items() if k not in MERGED_KEYS or k == "valid"}
+             for name in others}
+    return results, parts
 
 
 def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any],

@@ -11,14 +11,19 @@ A `Workload` (queue, log, noop) gives the runner:
   `final_generator()` (after the heal: read everything back; None if nothing to do);
 - `observe(event)`: every event of the whole test, whatever phase is current (the runner
   wraps the complete generator with it; phases only update the current phase);
-- `check(history_path, allowed, time_limit) -> result` (docs/ARCHITECTURE.md's checker result;
-  `allowed` are the anomaly types the configuration may show, `checkers.policy`);
-- `analyze(history_path, allowed, time_limit, policies=())` (optional, queue): the checker's
-  full analysis, whose `.result` is `check`'s result and which the plots draw from
-  (`policies`: the checker's named policies the allowed types came from).
+- `summary()`: what the workload itself saw, for test.json's `workload_summary` (the queue
+  workload: whether its final read-back read everything; {} for the others);
+- `analyze(history_path, allowed, time_limit, *, policies=()) -> WorkloadAnalysis`: its
+  checker's verdict, `.result` (docs/ARCHITECTURE.md's checker result; `allowed` are the
+  anomaly types the configuration may show, `checkers.policy`; `policies` the checker's
+  named policies they came from), and `.plots`, what the plots draw from (None: the history);
+  `check(...)` is `analyze(...).result`;
+- `checks_recovery`: whether its runs are also checked for liveness (`checkers.liveness`),
+  composed with its checker by `harness.analysis` (`checkers.compose`).
 
 `WorkloadOptions` holds every option a workload reads, recorded in test.json;
-`BaseWorkload` gives a workload its options, its topics and keys, and the defaults above.
+`BaseWorkload` gives a workload its options, its topics and keys, and the defaults above
+(a workload writes `analyze`).
 """
 
 from __future__ import annotations
@@ -72,26 +77,44 @@ class Client(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass
+class WorkloadAnalysis:
+    """A workload checker's answer: `result` (docs/ARCHITECTURE.md's checker result) and `plots`,
+    the analysis the plots draw from (`checkers.queue.QueueAnalysis`), None to read the history."""
+
+    result: dict[str, Any]
+    plots: Any = None
+
+
 class Workload(Protocol):
     name: str
-    checker: str
+    checker: str  # the checker's name (results.json's `checker`)
+    checks_recovery: bool
+    opts: WorkloadOptions
+    keys: list[str]
 
     def topics(self) -> dict[str, int]: ...
+    def send_lanes(self) -> int: ...
     def client(self, thread: int, process: int, bootstrap: str) -> Client: ...
     def generator(self) -> Generator: ...
     def final_generator(self) -> Generator | None: ...
     def observe(self, event: Mapping[str, Any]) -> None: ...
-    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
-              ) -> dict[str, Any]: ...
+    def summary(self) -> dict[str, Any]: ...
+    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
+                policies: Sequence[str] = ()) -> WorkloadAnalysis: ...
+    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
+              policies: Sequence[str] = ()) -> dict[str, Any]: ...
 
 
 class BaseWorkload:
     """What the workloads share: `opts`, `topics()` (`opts.topics` topics named
     `topic_prefix` + i, `opts.partitions` each; none without a prefix), `keys` (one per
-    topic-partition), no final phase and no observer."""
+    topic-partition), no final phase, no observer, an empty summary, no liveness check, and
+    `check` from the workload's `analyze`."""
 
     name: str
     checker: str
+    checks_recovery = False
     topic_prefix = ""
 
     def __init__(self, opts: WorkloadOptions | None = None):
@@ -113,6 +136,18 @@ class BaseWorkload:
 
     def observe(self, event: Mapping[str, Any]) -> None:
         return None
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
+                policies: Sequence[str] = ()) -> WorkloadAnalysis:
+        raise NotImplementedError(f"workload {self.name} has no checker")
+
+    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
+              policies: Sequence[str] = ()) -> dict[str, Any]:
+        """The checker's result (`analyze(...).result`)."""
+        return self.analyze(history_path, allowed, time_limit, policies=policies).result
 
     def io_factory(self, process: int, bootstrap: str) -> Callable[[str], KafkaIO]:
         """`acks -> KafkaIO` for the client of `process`: the test's client library and timeout."""

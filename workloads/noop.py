@@ -15,7 +15,7 @@ from typing import Any
 from contracts import generator as gen
 from contracts.generator import Generator
 from contracts.history import read_ops
-from workloads.base import BaseWorkload
+from workloads.base import BaseWorkload, WorkloadAnalysis
 
 
 class NoopClient:
@@ -27,7 +27,7 @@ class NoopClient:
 
 
 class NoopWorkload(BaseWorkload):
-    """No topics, no final phase (BaseWorkload's defaults)."""
+    """No topics, no final phase, no summary (BaseWorkload's defaults)."""
 
     name = "noop"
     checker = "shape"
@@ -38,8 +38,9 @@ class NoopWorkload(BaseWorkload):
     def generator(self) -> Generator:
         return gen.repeat({"f": "noop"})
 
-    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None
-              ) -> dict[str, Any]:
+    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
+                policies: Sequence[str] = ()) -> WorkloadAnalysis:
+        """The history's shape: every op `ok` (a `fail` is a `not-ok` anomaly)."""
         counts: dict[str, int] = {}
         bad = []
         for op in read_ops(history_path):
@@ -48,6 +49,6 @@ class NoopWorkload(BaseWorkload):
                 bad.append({"explanation": f"no-op {op.index} of process {op.process} failed",
                             "ops": [op.index]})
         anomalies = {"not-ok": bad} if bad else {}
-        return {"valid": not bad, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
-                "anomaly_counts": {"not-ok": counts.get("fail", 0)} if bad else {},
-                "allowed": sorted(set(allowed)), "stats": {"ops": counts}}
+        return WorkloadAnalysis({"valid": not bad, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
+                                 "anomaly_counts": {"not-ok": counts.get("fail", 0)} if bad else {},
+                                 "allowed": sorted(set(allowed)), "stats": {"ops": counts}})

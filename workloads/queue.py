@@ -45,7 +45,7 @@ from typing import Any
 from checkers import queue as qc
 from contracts import generator as gen
 from contracts.generator import PENDING, Context, Generator, Pending
-from workloads.base import BaseWorkload, WorkloadOptions, key_of, split_key
+from workloads.base import BaseWorkload, WorkloadAnalysis, WorkloadOptions, key_of, split_key
 from workloads.errors import ClientError
 from workloads.kafka_io import KafkaIO, Sender, open_sender
 
@@ -330,6 +330,7 @@ class QueueWorkload(BaseWorkload):
 
     name = "queue"
     checker = "queue"
+    checks_recovery = True  # every key takes a write and a read again after the final heal
     topic_prefix = "queue"
 
     def __init__(self, opts: WorkloadOptions | None = None):
@@ -387,12 +388,9 @@ class QueueWorkload(BaseWorkload):
         return gen.concat(gen.Fn(forget_reads), probe, reads)
 
     def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-                policies: Sequence[str] = ()) -> Any:
-        """The queue checker's `QueueAnalysis` (`.result` is `check`'s result; the plots reuse it).
+                policies: Sequence[str] = ()) -> WorkloadAnalysis:
+        """The queue checker's result, and its `QueueAnalysis` for the plots (they reuse it).
         `policies` are the checker's named policies (`checkers.queue.POLICIES`)."""
-        return qc.analyze_file(str(history_path), allowed=tuple(allowed), time_limit=time_limit,
-                               policies=tuple(policies))
-
-    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-              policies: Sequence[str] = ()) -> dict[str, Any]:
-        return dict(self.analyze(history_path, allowed, time_limit, policies=policies).result)
+        an = qc.analyze_file(str(history_path), allowed=tuple(allowed), time_limit=time_limit,
+                             policies=tuple(policies))
+        return WorkloadAnalysis(dict(an.result), plots=an)
