@@ -17,19 +17,20 @@ played by `nemesis.schedule.rotation` (each package in turn, a random order per 
 about a quarter of the time fault-free) instead of `combined`'s random flip-flops.
 
 `ScheduleGenerator` turns `nemesis.schedule.combined` into a generator for the nemesis
-thread (`contracts.generator.nemesis(...)`), so client ops and faults run on one clock.
+thread (`contracts.generator.nemesis(...)`), so client ops and faults run on one clock;
+`nemesis_client` is what that thread calls for each op (the heal op: `Nemesis.final_heal`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from contracts.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
 from contracts.history import NEMESIS
-from nemesis.core import FaultOp
-from nemesis.schedule import PACKAGES, FaultPackage, combined, rotation, story_package
+from nemesis.core import FaultOp, Nemesis
+from nemesis.schedule import PACKAGES, FaultPackage, combined, final_ops, rotation, story_package
 from nemesis.stories import STORIES
 
 HEAL_F = "heal"
@@ -142,3 +143,23 @@ class ScheduleGenerator(Generator):
 def heal_op() -> dict[str, Any]:
     """The op that ends every fault: the packages' final ops, then `Nemesis.heal_all`."""
     return {"process": NEMESIS, "f": HEAL_F, "value": None}
+
+
+def nemesis_client(nem: Nemesis, packages: Sequence[FaultPackage]) -> Callable[[dict[str, Any]], Any]:
+    """The interpreter's nemesis (Jepsen's nemesis client): a scheduled fault op is performed
+    and recorded by `nem`; the heal op is its `final_heal` with the packages' final ops. A
+    fault that fails is recorded as `nemesis-error` and the test goes on."""
+    finals = final_ops(packages)
+
+    def invoke(op: dict[str, Any]) -> Any:
+        try:
+            if op["f"] == HEAL_F:
+                nem.final_heal(finals)
+                return None
+            return nem.invoke(FaultOp(op["f"], op.get("value")))
+        except Exception as e:  # noqa: BLE001 - recorded, the test goes on
+            nem.record("nemesis-error", {"f": op["f"], "spec": op.get("value"),
+                                         "error": f"{type(e).__name__}: {e}"})
+            return None
+
+    return invoke

@@ -1,23 +1,28 @@
 """One test, start to finish (docs/ARCHITECTURE.md "Data flow of one test").
 
-`run_test(TestOptions(...))`:
+`run_test(TestOptions(...))` is Jepsen's `run!`: nested scopes, each a short stage that
+reads and extends one `Test` record, each undone on the way out whatever happens:
 
-1. a run folder (`contracts.store`), test.json (every option, the seed, versions, git
-   revision; `end` null until the test ends);
-2. create the cluster (`--backend`), install and start a broker on every node, wait until
-   each accepts connections, create the workload's topics (every partition has a leader);
-   then history.jsonl is opened: its time 0 is the start of the workload;
-3. the main phase: the workload's ops at `--rate` at most, on `--concurrency` client threads
+    with cluster_up(test):              # cluster, DB, nemesis; heal + collect + remove, always
+        start_brokers(test)             # a broker on every node, the workload's topics
+        with history_open(test):        # history.jsonl: its time 0 is the workload's start
+            with observing(test):       # the cluster-state observer
+                run_case(test)          # workload + fault schedule, heal, final read-back
+            collect_nodes(test)         # logs, configs, data into nodes/<node>/
+    end_record(test)                    # test.json: end, timings, error
+    analyze(test)                       # results.json, plots, timeline, report.html
+
+1. `new_test`: a run folder (`contracts.store`), test.json (every option, the seed,
+   versions, git revision; `end` null until the test ends);
+2. the main phase: the workload's ops at `--rate` at most, on `--concurrency` client threads
    (and the queue workload's `--in-flight` send-only threads beside them), and the
    nemesis schedule (`--nemesis`, a fault every `--nemesis-interval` s), for `--time-limit` s;
-4. heal: every package's final ops, then `Nemesis.heal_all`; wait until every broker
-   accepts connections again;
-5. the final phase: the workload's read-back (queue: assign all keys from the beginning,
+3. heal: the nemesis's `final_heal` (every package's final ops, `heal_all`, every broker
+   ready again);
+4. the final phase: the workload's read-back (queue: assign all keys from the beginning,
    poll until every acknowledged offset was read, or `--final-time-limit`);
-6. teardown, always (also on exceptions and Ctrl-C: `nemesis.guard.always_heal`): heal,
-   collect each node's log, config and data into nodes/<node>/, stop brokers, remove the
-   cluster;
-7. check (`harness.analysis`): results.json with the expected-anomaly policy, plots,
+5. teardown, always (also on exceptions, Ctrl-C and SIGTERM: `nemesis.guard.always_heal`);
+6. check (`harness.analysis`): results.json with the expected-anomaly policy, plots,
    timeline, report.html.
 
 Every random choice comes from the seed: the generator's rng is `Random(seed)`, the fault
@@ -35,9 +40,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,19 +55,19 @@ from clusters.node import ClusterSpec
 from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
-from contracts.history import FINAL_HEAL_F, HistoryWriter
+from contracts.history import HistoryWriter
 from contracts.options import TestOptions, check_choices
 from harness import interpreter
-from harness.analysis import check_run, render_outputs, workload_options
-from harness.faults import HEAL_F, ScheduleGenerator, fault_packages, heal_op, rotates
+from harness.analysis import check_run, render_outputs
+from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
 from harness.nodelogs import clock_anchor
 from harness.progress import Progress
-from nemesis.core import FaultOp, Nemesis
+from nemesis.core import Nemesis
 from nemesis.guard import always_heal
 from nemesis.observer import ClusterObserver
-from nemesis.schedule import final_ops
 from nemesis.schedule import prepare as prepare_faults
 from nemesis.targets import KafkaMetadata
+from workloads.base import WorkloadOptions
 from workloads.kafka_io import create_topics
 
 FLUSH_POLICIES = ("none", "every")
@@ -164,7 +170,9 @@ def topic_config(o: TestOptions) -> dict[str, str]:
     return cfg
 
 
-class _Timings:
+class Timings:
+    """Seconds per stage, as test.json's `timings` (bench/harness.py reads them)."""
+
     def __init__(self) -> None:
         self.marks: dict[str, float] = {}
         self._t = time.monotonic()
@@ -175,10 +183,35 @@ class _Timings:
         self._t = now
 
 
-def _bootstrap_for(nodes: list[Any], thread: int) -> str:
-    n = len(nodes)
-    order = [nodes[(thread + i) % n] for i in range(n)]
-    return ",".join(f"{x.address}:{BROKER_PORT}" for x in order)
+@dataclass
+class Test:
+    """One test as it runs: the record every stage reads and extends (Jepsen's test map).
+
+    `record` is test.json. The cluster, its DB, the nemesis and the history are set by the
+    stages that make them. The test is the nemesis's event sink: its events go to
+    history.jsonl once that is open (none are recorded before)."""
+
+    options: TestOptions
+    seed: int
+    run_dir: Path
+    record: dict[str, Any]
+    progress: Progress
+    workload: Any
+    packages: list[Any]
+    threads: int
+    timings: Timings = field(default_factory=Timings)
+    cluster: Any = None
+    db: BrokerDB | None = None
+    nemesis: Nemesis | None = None
+    collecting: _Collecting | None = None
+    history: HistoryWriter | None = None
+    error: str | None = None
+
+    def append(self, event: dict[str, Any]) -> dict[str, Any]:
+        return self.history.append(event) if self.history is not None else event
+
+    def save(self) -> None:
+        store.write_json(self.run_dir / "test.json", self.record)
 
 
 def run_test(o: TestOptions, progress: Progress | None = None,
@@ -187,177 +220,211 @@ def run_test(o: TestOptions, progress: Progress | None = None,
     """Run one test (see the module docstring). Bad options raise InputError before anything
     is created; everything after that ends in a RunOutcome (a crash has exit code 255)."""
     validate(o)
-    progress = progress or Progress(enabled=False)
-    seed = o.seed if o.seed is not None else secrets.randbelow(2**31)
-    name = o.name or test_name(o)
-    start = dt.datetime.now(dt.UTC)
-    run_dir = store.new_run(o.results, name, start)
+    test = new_test(o, progress or Progress(enabled=False), campaign)
     if on_run_dir is not None:
-        on_run_dir(run_dir)
-    cluster_name = f"wt{secrets.token_hex(3)}"
-    clients = gen.parse_concurrency(o.concurrency, o.nodes)
-    test: dict[str, Any] = {
-        "name": name, "run_id": store.run_id(run_dir), "start": start.isoformat(timespec="milliseconds"),
-        "end": None, "seed": seed, "options": {**o.to_dict(), "seed": seed, "concurrency_threads": clients},
-        "cluster": {"backend": o.backend, "name": cluster_name}, "versions": store.versions(),
-        "git": store.git_info(), "argv": None,
-    }
-    if campaign is not None:
-        test["campaign"] = campaign
-    store.write_json(run_dir / "test.json", test)
-    timings = _Timings()
-    wl = workloads.make(o.workload, workload_options(test["options"]))
-    threads = clients + wl.send_lanes()
-    topics = wl.topics()
-    pkgs = fault_packages(o.nemesis, topics)
-    history: HistoryWriter | None = None  # opened when the workload starts: time 0 is its start
-    observer = None  # nemesis.observer.ClusterObserver: cluster-state events while the workload runs
-    error: str | None = None
-    cluster = None
+        on_run_dir(test.run_dir)
     try:
-        progress.phase("setup")
-        mod = backend(o.backend)
-        opts = {"inventory": o.inventory} if o.inventory else {}
-        cluster = mod.create(ClusterSpec(name=cluster_name, nodes=o.nodes, transport=o.transport, options=opts))
-        db = BrokerDB(cluster, broker_options(o))
-        nem = Nemesis(cluster, db, None, rng=random.Random(f"{seed}/targets"),
-                      metadata=KafkaMetadata(db.bootstrap_servers(), active_controller=db.active_controller))
-        prepare_faults(nem, pkgs)  # node-side fault machinery (LazyFS mounts, clock preload): before db.setup
-        collecting = _Collecting(db, o.collect_data)
-        with always_heal(cluster, nemesis=nem, db=collecting, run_dir=str(run_dir / "nodes")):
-            with ThreadPoolExecutor(max_workers=min(8, len(cluster.nodes))) as ex:
-                list(ex.map(db.setup, cluster.nodes))
-                list(ex.map(db.start, cluster.nodes))
-                list(ex.map(lambda n: db.wait_ready(n, 60), cluster.nodes))
-            if topics:
-                create_topics(db.bootstrap_servers(), topics, replication_factor=o.rf,
-                              config=topic_config(o), timeout=60)
-            history = HistoryWriter(run_dir / "history.jsonl")
-            test["history_start"] = clock_anchor(history.start_ns)  # node log times -> history time
-            store.write_json(run_dir / "test.json", test)
-            nem.history = history
-            observer = ClusterObserver(KafkaMetadata(db.bootstrap_servers(), timeout=2.0,
-                                                     active_controller=db.active_controller),
-                                       {n.name: n.address for n in cluster.nodes}, history).start()
-            timings.lap("setup")
-            _preload_reporting()
-
-            def nemesis_op(op: dict[str, Any]) -> Any:
-                try:
-                    if op["f"] == HEAL_F:
-                        errs = []
-                        for fop in final_ops(pkgs):
-                            try:
-                                nem.invoke(fop)
-                            except Exception as e:  # noqa: BLE001
-                                errs.append(f"{fop.f}: {e}")
-                        errs += nem.heal_all()
-                        for n in cluster.nodes:
-                            try:
-                                db.wait_ready(n, 30)
-                            except Exception as e:  # noqa: BLE001
-                                errs.append(f"{n.name} not ready: {e}")
-                        if errs:
-                            history.append({"process": "nemesis", "type": "info", "f": "heal-errors",
-                                            "value": {"errors": errs}})
-                        history.append({"process": "nemesis", "type": "info", "f": FINAL_HEAL_F,
-                                        "value": {"healed": not errs}})  # liveness is judged from here
-                        return None
-                    return nem.invoke(FaultOp(op["f"], op.get("value")))
-                except Exception as e:  # noqa: BLE001 - a fault that fails is recorded, the test goes on
-                    history.append({"process": "nemesis", "type": "info", "f": "nemesis-error",
-                                    "value": {"f": op["f"], "spec": op.get("value"), "error": f"{type(e).__name__}: {e}"}})
-                    return None
-
-            sched_rng = random.Random(f"{seed}/schedule")
-            main = gen.time_limit(o.time_limit, gen.any_of(
-                gen.clients(gen.rate(o.rate, wl.generator())),
-                gen.nemesis(ScheduleGenerator(pkgs, o.nemesis_interval, sched_rng, rotate=rotates(o.nemesis)))))
-            final = wl.final_generator()
-            phase_names = iter(["workload", "heal", "final"])
-            phase_limits = {"workload": o.time_limit, "final": o.final_time_limit}
-
-            class _PhaseMarker(gen.Generator):
-                """Marks phase boundaries for timings and progress (yields no op)."""
-
-                def op(self, ctx: gen.Context) -> None:
-                    name = next(phase_names, None)
-                    if name is not None:
-                        timings.lap({"workload": "setup", "heal": "workload", "final": "heal"}[name])
-                        progress.phase(name, phase_limits.get(name))
-                    return None
-
-            steps: list[Any] = [_PhaseMarker(), main, _PhaseMarker(), gen.nemesis(gen.once(heal_op()))]
-            if final is not None:
-                steps += [_PhaseMarker(), gen.clients(final)]
-            clients = {}  # thread -> bootstrap
-
-            def open_client(thread: int, process: int) -> Any:
-                bs = clients.get(thread) or _bootstrap_for(cluster.nodes, thread)
-                clients[thread] = bs
-                return wl.client(thread, process, bs)
-
-            stats = interpreter.run(gen.on_update(wl.observe, gen.phases(*steps)), threads=threads, clients=open_client, history=history,
-                                    rng=random.Random(seed), nemesis=nemesis_op, on_event=progress.event)
-            timings.lap("final" if final is not None else "heal")
-            test["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
-            if hasattr(wl, "summary"):
-                test["workload_summary"] = wl.summary()
-            observer.stop()
-            test["observer"] = observer.stats.to_dict()
-            progress.phase("teardown")
-            errs = nem.teardown()
-            errs += collecting.finish(cluster.nodes, str(run_dir / "nodes"))
-            if errs:
-                test["teardown_errors"] = errs
+        with cluster_up(test):
+            start_brokers(test)
+            with history_open(test):
+                with observing(test):
+                    run_case(test)
+                collect_nodes(test)
     except KeyboardInterrupt:
-        error = "interrupted"
+        test.error = "interrupted"
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - recorded; the run is still checked
-        error = f"{type(e).__name__}: {e}"
+        test.error = f"{type(e).__name__}: {e}"
         if os.environ.get("WRACK_DEBUG"):
             traceback.print_exc()
     finally:
-        if observer is not None:
-            observer.stop()
-        if history is not None:
-            history.close()
-        timings.lap("teardown")
-        test["end"] = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-        test["timings"] = timings.marks
-        if error:
-            test["error"] = error
-        store.write_json(run_dir / "test.json", test)
-    progress.phase("check")
-    results: dict[str, Any] | None = None
-    if history is None:  # the test never started: nothing to check
-        (run_dir / "history.jsonl").touch()
+        end_record(test)
+    return analyze(test)
+
+
+def new_test(o: TestOptions, progress: Progress, campaign: dict[str, Any] | None) -> Test:
+    """The run folder and test.json (options, seed, versions; `end` null until the end), the
+    workload and the fault packages."""
+    seed = o.seed if o.seed is not None else secrets.randbelow(2**31)
+    start = dt.datetime.now(dt.UTC)
+    run_dir = store.new_run(o.results, o.name or test_name(o), start)
+    clients = gen.parse_concurrency(o.concurrency, o.nodes)
+    record: dict[str, Any] = {
+        "name": o.name or test_name(o), "run_id": store.run_id(run_dir),
+        "start": start.isoformat(timespec="milliseconds"), "end": None, "seed": seed,
+        "options": {**o.to_dict(), "seed": seed, "concurrency_threads": clients},
+        "cluster": {"backend": o.backend, "name": f"wt{secrets.token_hex(3)}"},
+        "versions": store.versions(), "git": store.git_info(), "argv": None,
+    }
+    if campaign is not None:
+        record["campaign"] = campaign
+    wl = workloads.make(o.workload, WorkloadOptions.from_test(record["options"]))
+    test = Test(o, seed, run_dir, record, progress, wl, fault_packages(o.nemesis, wl.topics()),
+                clients + wl.send_lanes())
+    test.save()
+    return test
+
+
+@contextmanager
+def cluster_up(test: Test) -> Iterator[None]:
+    """The cluster, its DB and the nemesis; on the way out (also after an exception, Ctrl-C or
+    SIGTERM: `nemesis.guard.always_heal`) heal, collect what `collect_nodes` did not, stop the
+    brokers and remove the cluster."""
+    o = test.options
+    test.progress.phase("setup")
+    opts = {"inventory": o.inventory} if o.inventory else {}
+    test.cluster = backend(o.backend).create(ClusterSpec(name=test.record["cluster"]["name"], nodes=o.nodes,
+                                                         transport=o.transport, options=opts))
+    test.db = BrokerDB(test.cluster, broker_options(o))
+    test.nemesis = Nemesis(test.cluster, test.db, test, rng=random.Random(f"{test.seed}/targets"),
+                           metadata=KafkaMetadata(test.db.bootstrap_servers(),
+                                                  active_controller=test.db.active_controller))
+    prepare_faults(test.nemesis, test.packages)  # node-side fault machinery (LazyFS, clocks): before db.setup
+    test.collecting = _Collecting(test.db, o.collect_data)
+    with always_heal(test.cluster, nemesis=test.nemesis, db=test.collecting, run_dir=str(test.run_dir / "nodes")):
+        yield
+
+
+def start_brokers(test: Test) -> None:
+    """Set up and start a broker on every node, wait until each accepts connections, and
+    create the workload's topics (every partition with a leader)."""
+    db, nodes = test.db, test.cluster.nodes
+    with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as ex:
+        list(ex.map(db.setup, nodes))
+        list(ex.map(db.start, nodes))
+        list(ex.map(lambda n: db.wait_ready(n, 60), nodes))
+    topics = test.workload.topics()
+    if topics:
+        create_topics(db.bootstrap_servers(), topics, replication_factor=test.options.rf,
+                      config=topic_config(test.options), timeout=60)
+
+
+@contextmanager
+def history_open(test: Test) -> Iterator[None]:
+    """history.jsonl, whose time 0 is now (the start of the workload), closed on the way out."""
+    test.history = HistoryWriter(test.run_dir / "history.jsonl")
+    test.record["history_start"] = clock_anchor(test.history.start_ns)  # node log times -> history time
+    test.save()
     try:
-        checked = check_run(run_dir, time_limit=o.checker_time_limit)
+        yield
+    finally:
+        test.history.close()
+
+
+@contextmanager
+def observing(test: Test) -> Iterator[None]:
+    """The cluster-state observer (`nemesis.observer`) while the workload runs; its figures go
+    to test.json's `observer`."""
+    observer = ClusterObserver(KafkaMetadata(test.db.bootstrap_servers(), timeout=2.0,
+                                             active_controller=test.db.active_controller),
+                               {n.name: n.address for n in test.cluster.nodes}, test.history).start()
+    try:
+        yield
+    finally:
+        observer.stop()
+        test.record["observer"] = observer.stats.to_dict()
+
+
+def run_case(test: Test) -> None:
+    """The workload and the fault schedule for `--time-limit` s, the heal, then the workload's
+    final phase: one generator on the interpreter (docs/harness.md "One test")."""
+    o, wl = test.options, test.workload
+    test.timings.lap("setup")
+    _preload_reporting()
+    schedule = ScheduleGenerator(test.packages, o.nemesis_interval, random.Random(f"{test.seed}/schedule"),
+                                 rotate=rotates(o.nemesis))
+    main = gen.time_limit(o.time_limit, gen.any_of(gen.clients(gen.rate(o.rate, wl.generator())),
+                                                   gen.nemesis(schedule)))
+    steps: list[Any] = [PhaseMark(test, "workload", "setup", o.time_limit), main,
+                        PhaseMark(test, "heal", "workload"), gen.nemesis(gen.once(heal_op()))]
+    final = wl.final_generator()
+    if final is not None:
+        steps += [PhaseMark(test, "final", "heal", o.final_time_limit), gen.clients(final)]
+    nodes = test.cluster.nodes
+    stats = interpreter.run(gen.on_update(wl.observe, gen.phases(*steps)), threads=test.threads,
+                            clients=lambda thread, process: wl.client(thread, process, _bootstrap_for(nodes, thread)),
+                            history=test.history, rng=random.Random(test.seed),
+                            nemesis=nemesis_client(test.nemesis, test.packages), on_event=test.progress.event)
+    test.timings.lap("final" if final is not None else "heal")
+    test.record["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
+    test.record["workload_summary"] = wl.summary()
+
+
+def _bootstrap_for(nodes: list[Any], thread: int) -> str:
+    """Every node's broker address, starting at a different node for each client thread."""
+    n = len(nodes)
+    return ",".join(f"{nodes[(thread + i) % n].address}:{BROKER_PORT}" for i in range(n))
+
+
+class PhaseMark(gen.Generator):
+    """Marks the start of phase `name` (yields no op): the time since the last mark goes to
+    `timings[ended]`, and the progress display shows the phase with its time limit."""
+
+    def __init__(self, test: Test, name: str, ended: str, limit: float | None = None):
+        self.test, self.name, self.ended, self.limit = test, name, ended, limit
+        self.done = False
+
+    def op(self, ctx: gen.Context) -> None:
+        if not self.done:
+            self.done = True
+            self.test.timings.lap(self.ended)
+            self.test.progress.phase(self.name, self.limit)
+        return None
+
+
+def collect_nodes(test: Test) -> None:
+    """Heal, then collect every node's log, config and data into nodes/ and stop its broker
+    (in parallel); what fails is left to the guard and noted as `teardown_errors`."""
+    test.progress.phase("teardown")
+    errs = test.nemesis.teardown()
+    errs += test.collecting.finish(test.cluster.nodes, str(test.run_dir / "nodes"))
+    if errs:
+        test.record["teardown_errors"] = errs
+
+
+def end_record(test: Test) -> None:
+    test.timings.lap("teardown")
+    test.record["end"] = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+    test.record["timings"] = test.timings.marks
+    if test.error:
+        test.record["error"] = test.error
+    test.save()
+
+
+def analyze(test: Test) -> RunOutcome:
+    """Check the history (results.json), draw the plots and the report; the outcome with its
+    exit code (an aborted test is at best unknown; one never set up is a crash)."""
+    test.progress.phase("check")
+    if test.history is None:  # the test never started: nothing to check
+        (test.run_dir / "history.jsonl").touch()
+    results: dict[str, Any] | None = None
+    error = test.error
+    try:
+        checked = check_run(test.run_dir, time_limit=test.options.checker_time_limit)
         results = checked.results
         if error:
             results["run_error"] = error
             if results.get("valid") is True:
                 results["valid"] = "unknown"  # an aborted test proves nothing
-            store.write_json(run_dir / "results.json", results)
-        timings.lap("check")
-        problems = render_outputs(run_dir, test, analysis=checked.analysis)
+            store.write_json(test.run_dir / "results.json", results)
+        test.timings.lap("check")
+        problems = render_outputs(test.run_dir, test.record, analysis=checked.analysis)
         if problems:
             results["render_problems"] = problems
-            store.write_json(run_dir / "results.json", results)
-        timings.lap("report")
+            store.write_json(test.run_dir / "results.json", results)
+        test.timings.lap("report")
     except InputError as e:
         error = error or f"history: {e}"
-    test["timings"] = timings.marks
-    store.write_json(run_dir / "test.json", test)
-    progress.close()
+    test.record["timings"] = test.timings.marks
+    test.save()
+    test.progress.close()
     if results is None:
-        return RunOutcome(run_dir, None, 255, error)
+        return RunOutcome(test.run_dir, None, 255, error)
     code = exit_code_for(results.get("valid"))
-    if error and error != "interrupted" and code == 2 and "setup" not in timings.marks:
+    if error and error != "interrupted" and code == 2 and "setup" not in test.timings.marks:
         code = 255  # the harness could not even set the test up
-    return RunOutcome(run_dir, results, code, error)
+    return RunOutcome(test.run_dir, results, code, error)
 
 
 def _preload_reporting() -> None:

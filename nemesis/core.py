@@ -29,18 +29,21 @@ functions (called by `nemesis.schedule.prepare`) add DB hooks and register their
 Other fault packages add their fs with `register(f, fn)` and their undo with
 `register_heal(name, fn)`; `heal_all()` runs every undo (network, paused and stopped
 processes, then the registered ones, e.g. clocks), records the closing events, never
-stops at the first error and returns the errors it met.
+stops at the first error and returns the errors it met. `final_heal(final_ops)` ends a
+test's faults: the packages' final ops, `heal_all`, every node's process ready again, and the
+`final-heal` event the liveness check counts from.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from clusters.node import Cluster
+from contracts.history import FINAL_HEAL_F
 from nemesis import grudge as G
 from nemesis.net import IptablesNet
 from nemesis.targets import MetadataSource, resolve
@@ -74,7 +77,7 @@ class Nemesis:
 
     def __init__(self, cluster: Cluster, db: ProcessDB | None = None, history: EventSink | None = None,
                  rng: random.Random | None = None, metadata: MetadataSource | None = None,
-                 wait_ready: Callable[[Any], None] | None = None):
+                 wait_ready: Callable[..., None] | None = None):
         self.cluster = cluster
         self.db = db
         self.history = history
@@ -298,6 +301,29 @@ class Nemesis:
                     fn()
                 except Exception as e:  # noqa: BLE001
                     errors.append(f"{name}: {e}")
+        return errors
+
+    def final_heal(self, final_ops: Sequence[FaultOp], ready_timeout: float = 30.0) -> list[str]:
+        """End the test's faults: every final op (in order), `heal_all`, then wait until each
+        node's process is ready again (`wait_ready`, at most `ready_timeout` s each). Records
+        `heal-errors` (when there were any) and `final-heal` {"healed": bool}, the moment the
+        liveness check counts from; returns the errors."""
+        errors: list[str] = []
+        for op in final_ops:
+            try:
+                self.invoke(op)
+            except Exception as e:  # noqa: BLE001 - heal everything else anyway
+                errors.append(f"{op.f}: {e}")
+        errors += self.heal_all()
+        if self.wait_ready is not None:
+            for n in self.cluster.nodes:
+                try:
+                    self.wait_ready(n, ready_timeout)
+                except Exception as e:  # noqa: BLE001
+                    errors.append(f"{n.name} not ready: {e}")
+        if errors:
+            self.record("heal-errors", {"errors": errors})
+        self.record(FINAL_HEAL_F, {"healed": not errors})
         return errors
 
     def teardown(self) -> list[str]:

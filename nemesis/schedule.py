@@ -4,8 +4,8 @@ A `FaultPackage` is a flip-flop: `start(rng)` makes a fault op, `stop` (None for
 faults such as restarts) undoes it; `final` ops run at the end of a test; `color` shades its
 fault windows in plots. `combined(packages, interval, rng)` yields `(delay_s, FaultOp)`
 forever: every `interval` (jittered by ±50%) one package, picked at random, either starts its
-fault or, when its fault is on, stops it. `run_schedule` plays it against a `Nemesis` until
-a deadline or a stop event, then runs every package's final ops and `Nemesis.heal_all`.
+fault or, when its fault is on, stops it. A test plays a schedule through
+`harness.faults.ScheduleGenerator` and ends it with `Nemesis.final_heal(final_ops(packages))`.
 
 `rotation(packages, interval, rng, calm=0.25)` is the default mix's schedule: the packages
 in turn (a new random order each round, the stories that reach their trigger, tier 0,
@@ -26,8 +26,6 @@ and fault handlers: call `prepare(nemesis, pkgs)` after making the Nemesis and B
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,29 +195,3 @@ def final_ops(pkgs: Sequence[FaultPackage]) -> list[FaultOp]:
 def colors(pkgs: Sequence[FaultPackage]) -> dict[str, str]:
     """Fault kind (as `fault_windows` names it) -> plot colour."""
     return {p.name: p.color for p in pkgs}
-
-
-def run_schedule(nemesis: Nemesis, pkgs: Sequence[FaultPackage], *, duration: float, interval: float,
-                 rng: random.Random | None = None, stop: threading.Event | None = None) -> list[str]:
-    """Play `combined` for `duration` s (or until `stop` is set), then the final ops and heal_all.
-    Returns the errors of failed ops and heals (faults that fail are recorded as errors, not raised)."""
-    rng = rng or random.Random()
-    stop = stop or threading.Event()
-    errors: list[str] = []
-    deadline = time.monotonic() + duration
-    try:
-        for delay, op in combined(pkgs, interval, rng):
-            if stop.wait(max(0.0, min(delay, deadline - time.monotonic()))) or time.monotonic() >= deadline:
-                break
-            try:
-                nemesis.invoke(op)
-            except Exception as e:  # noqa: BLE001 - keep the schedule going, report at the end
-                errors.append(f"{op.f}: {e}")
-    finally:
-        for op in final_ops(pkgs):
-            try:
-                nemesis.invoke(op)
-            except Exception as e:  # noqa: BLE001
-                errors.append(f"final {op.f}: {e}")
-        errors += nemesis.heal_all()
-    return errors

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from schedule_play import play_schedule
 
 from clusters.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.core import FaultOp, Nemesis
-from nemesis.schedule import packages, run_schedule
+from nemesis.schedule import packages
 
 pytestmark = pytest.mark.root
 
@@ -97,8 +98,7 @@ def test_heal_all_resumes_paused_and_starts_killed(standin):
 
 def test_schedule_runs_and_ends_healed(standin):
     c, db, nem, hist = standin
-    errors = run_schedule(nem, packages(["partition", "kill", "pause"]), duration=2.0, interval=0.2,
-                          rng=random.Random(11))
+    errors = play_schedule(nem, packages(["partition", "kill", "pause"]), duration=2.0, interval=0.2, seed=11)
     assert errors == []
     assert all(db.running(n) and not state(db, n).stopped for n in c.nodes)
     assert all(nem.net.rules(n.name) == [] for n in c.nodes)
