@@ -35,6 +35,8 @@ from typing import Any
 import workloads
 from checkers import liveness
 from checkers.compose import MERGED_KEYS, compose, merge_results
+from checkers.coverage import fault_coverage
+from checkers.coverage import warnings as coverage_warnings
 from checkers.policy import Policy, choose
 from checkers.queue.explain import explain
 from contracts import store
@@ -192,6 +194,9 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["policy"] = run.policy.to_dict()
     results["checker"] = wl.checker
     results["history"] = hstats
+    results["faults"] = fault_coverage(run.scan.nemesis)
+    if coverage_warnings(results["faults"]):
+        results["warnings"] = coverage_warnings(results["faults"])
     results["check_seconds"] = round(time.monotonic() - t0, 3)
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if hstats["dropped_lines"] or run.incomplete:

@@ -48,5 +48,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"{line['verdict'].upper()}{': ' + kinds if kinds else ''}  ({run_dir})\n")
             sys.stdout.write(f"  {h.get('ok', 0)} ok, {h.get('fail', 0)} fail, {h.get('info', 0)} info, "
                              f"{h.get('never_completed', 0)} never completed, {h.get('dropped_lines', 0)} torn line(s)\n")
+            for w in res.get("warnings") or []:
+                sys.stdout.write(f"  warning: {w}\n")
             sys.stdout.write(f"  report: {line['report']}\n")
     return 1 if 1 in codes else 2 if 2 in codes else 0

@@ -66,7 +66,7 @@ def print_outcome(out: Any, as_json: bool) -> None:
     line = {"run": str(run_dir), "report": str(run_dir / "report.html"), "valid": out.valid,
             "verdict": verdict_word(out.valid) if out.results is not None else "crashed",
             "anomaly_types": res.get("anomaly_types", []), "allowed": res.get("allowed", []),
-            "exit_code": out.exit_code}
+            "exit_code": out.exit_code, "warnings": res.get("warnings", [])}
     if out.error:
         line["error"] = out.error
     if as_json:
@@ -76,6 +76,8 @@ def print_outcome(out: Any, as_json: bool) -> None:
         sys.stdout.write(f"{line['verdict'].upper()}{': ' + kinds if kinds else ''}\n")
         if out.error:
             sys.stdout.write(f"error: {out.error}\n")
+        for w in line["warnings"]:
+            sys.stdout.write(f"warning: {w}\n")
         sys.stdout.write(f"report: {line['report']}\n")
     sys.stdout.flush()
 

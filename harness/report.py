@@ -218,7 +218,8 @@ def render_report(data: RunData) -> str:
              if k not in ("valid", "anomaly_types", "anomalies", "allowed", "allowed_types")}
     policy = results.get("policy") if isinstance(results.get("policy"), dict) else None
     op_lines = {i: [_op_line(ev) for ev in evs] for i, evs in data.ops.items()}
-    other = {k: v for k, v in other.items() if k not in ("policy", "history", "traceback", "explanations", "liveness")}
+    other = {k: v for k, v in other.items()
+             if k not in ("policy", "history", "traceback", "explanations", "liveness", "faults", "warnings")}
     explanations = results.get("explanations") if isinstance(results.get("explanations"), dict) else None
     fat = results.get("first_anomaly_time")
     tmpl = env.get_template("report.html.j2")
@@ -228,6 +229,8 @@ def render_report(data: RunData) -> str:
         liveness=results.get("liveness") if isinstance(results.get("liveness"), dict) else None,
         first_anomaly_s=fat / 1e9 if isinstance(fat, (int, float)) else None,
         history_stats=results.get("history") or {},
+        warnings=[str(w) for w in results.get("warnings") or []],
+        fault_coverage=results.get("faults") if isinstance(results.get("faults"), dict) else None,
         faults=data.faults,
         nemesis_errors=data.nemesis_errors,
         op_lines=op_lines,
