@@ -114,13 +114,34 @@ def _is_mops(val: Any) -> bool:
     return type(val) is list and all(type(m) is list for m in val)
 
 
-def _emit(cols: _Cols, inv: dict[str, Any], comp: dict[str, Any] | None) -> int:  # noqa: C901 - hot, flat
-    """Append the rows of one op; returns how many."""
+def _emit(cols: _Cols, inv: dict[str, Any], comp: dict[str, Any] | None) -> int:
+    """Append the rows of one op (`comp` None: still open, `info`); returns how many (at least 1)."""
     f = inv["f"]
-    ops = cols.ops
+    pos = _emit_op(cols.ops, inv, comp)
+    raw = None
+    val = comp.get("value") if comp is not None else None
+    ival = inv.get("value")
+    if f in QUEUE_FS and (_is_mops(val) or (val is None and _is_mops(ival))):
+        n = _emit_mops(cols, ival if val is None else val, comp)
+    elif f in KEYSET_FS and type(val if val is not None else ival) is list:
+        n = _emit_keys(cols.rows, f, val if val is not None else ival)
+    else:
+        raw = json.dumps({"invoke": ival, "value": val}, default=str)
+        n = _emit_keyed(cols.rows, f, val, ival)
+    if n == 0:
+        _row(cols.rows, 0, None, None, None, None)
+        n = 1
+    cols.ops["raw"].append(raw)
+    cols.op_pos.extend([pos] * n)
+    cols.n += n
+    return n
+
+
+def _emit_op(ops: dict[str, list[Any]], inv: dict[str, Any], comp: dict[str, Any] | None) -> int:
+    """Append the op-level columns of one op but `raw`; returns the op's position."""
     pos = len(ops["index"])
     ops["process"].append(inv["process"])
-    ops["f"].append(f)
+    ops["f"].append(inv["f"])
     ops["index"].append(inv["index"])
     ops["time"].append(inv["time"])
     if comp is not None:
@@ -136,102 +157,99 @@ def _emit(cols: _Cols, inv: dict[str, Any], comp: dict[str, Any] | None) -> int:
         ops["ret_index"].append(None)
         ops["ret_time"].append(None)
         ops["error"].append(None)
+    return pos
+
+
+def _row(rows: dict[str, list[Any]], mop_index: int, mop: str | None, key: str | None, offset: int | None,
+         value: int | None) -> None:
+    """Append one row's row-level cells."""
+    rows["mop_index"].append(mop_index)
+    rows["mop"].append(mop)
+    rows["key"].append(key)
+    rows["offset"].append(offset)
+    rows["value"].append(value)
+
+
+def _value_id(cols: _Cols, v: Any, row: int) -> int | None:
+    """The `value` cell of a value that is not an int: a string's id (the string goes to
+    `value_str` of row `row`), else null."""
+    if type(v) is str:
+        cols.sparse["value_str"][row] = v
+        return string_value_id(v)
+    return None
+
+
+def _emit_mops(cols: _Cols, mops: list[Any], comp: dict[str, Any] | None) -> int:
+    """Rows of a list of Kafka micro-ops: one per send, one per record polled; returns how many."""
+    rebalanced = None
+    if comp is not None and ("rebalance-log" in comp or "rebalance_log" in comp):
+        rebalanced = _rebalanced_keys(comp.get("rebalance-log", comp.get("rebalance_log")))
+    base = cols.n
+    n = 0
+    for m in mops:
+        if not m:
+            continue
+        if m[0] == "send" and len(m) >= 3:
+            v = m[2]
+            off = None
+            if type(v) is list and len(v) == 2:
+                off = v[0] if type(v[0]) is int else None
+                v = v[1]
+            _row(cols.rows, n, "send", _key(m[1]), off, v if type(v) is int else _value_id(cols, v, base + n))
+            n += 1
+        elif m[0] == "poll" and len(m) >= 2 and type(m[1]) is dict:
+            n = _emit_polled(cols, m[1], n, rebalanced)
+    return n
+
+
+def _emit_polled(cols: _Cols, reads: dict[Any, Any], n: int, rebalanced: set[str] | None) -> int:
+    """Rows of the records of one poll micro-op, from row `n` of its op; returns the next row."""
     rows = cols.rows
     r_mi, r_mop, r_key, r_off, r_val = (rows["mop_index"].append, rows["mop"].append, rows["key"].append,
                                         rows["offset"].append, rows["value"].append)
     base = cols.n
-    n = 0
-    raw = None
-    val = comp.get("value") if comp is not None else None
-    if f in QUEUE_FS and (_is_mops(val) or (val is None and _is_mops(inv.get("value")))):
-        if val is None:
-            val = inv.get("value")
-        rebalanced = None
-        if comp is not None and ("rebalance-log" in comp or "rebalance_log" in comp):
-            rebalanced = _rebalanced_keys(comp.get("rebalance-log", comp.get("rebalance_log")))
-        for m in val:
-            if not m:
-                continue
-            if m[0] == "send" and len(m) >= 3:
-                v = m[2]
+    for k, msgs in reads.items():
+        if type(msgs) is not list:
+            continue
+        ks = k if type(k) is str else _key(k)
+        reb = rebalanced is not None and ks in rebalanced
+        for pair in msgs:
+            if type(pair) is list and len(pair) == 2:
+                o, v = pair
                 r_mi(n)
-                r_mop("send")
-                r_key(_key(m[1]))
-                if type(v) is list and len(v) == 2:
-                    r_off(v[0] if type(v[0]) is int else None)
-                    v = v[1]
-                else:
-                    r_off(None)
-                if type(v) is int:
-                    r_val(v)
-                elif type(v) is str:
-                    r_val(string_value_id(v))
-                    cols.sparse["value_str"][base + n] = v
-                else:
-                    r_val(None)
+                r_mop("poll")
+                r_key(ks)
+                r_off(o if type(o) is int else None)
+                r_val(v if type(v) is int else _value_id(cols, v, base + n))
+                if reb:
+                    cols.sparse["rebalanced"][base + n] = True
                 n += 1
-            elif m[0] == "poll" and len(m) >= 2 and type(m[1]) is dict:
-                for k, msgs in m[1].items():
-                    if type(msgs) is not list:
-                        continue
-                    ks = k if type(k) is str else _key(k)
-                    reb = rebalanced is not None and ks in rebalanced
-                    for pair in msgs:
-                        if type(pair) is list and len(pair) == 2:
-                            o, v = pair
-                            r_mi(n)
-                            r_mop("poll")
-                            r_key(ks)
-                            r_off(o if type(o) is int else None)
-                            if type(v) is int:
-                                r_val(v)
-                            elif type(v) is str:
-                                r_val(string_value_id(v))
-                                cols.sparse["value_str"][base + n] = v
-                            else:
-                                r_val(None)
-                            if reb:
-                                cols.sparse["rebalanced"][base + n] = True
-                            n += 1
-    elif f in KEYSET_FS and type(val if val is not None else inv.get("value")) is list:
-        for k in val if val is not None else inv.get("value"):
-            r_mi(n)
-            r_mop(f)
-            r_key(_key(k))
-            r_off(None)
-            r_val(None)
-            n += 1
-    else:
-        ival = inv.get("value")
-        raw = json.dumps({"invoke": ival, "value": val}, default=str)
-        # Keyed forms ([key, v], [key, [offset, v]], [key, offset]): pull key, offset, value out.
-        keyed = val if type(val) is list and len(val) == 2 else ival
-        if type(keyed) is list and len(keyed) == 2 and type(keyed[0]) in (str, int):
-            x = keyed[1]
-            off = v = None
-            if type(x) is list and len(x) == 2:
-                off, v = _int_or_none(x[0]), _int_or_none(x[1])
-            elif f == "read" and type(x) is int:
-                off = x
-            elif type(x) is int:
-                v = x
-            r_mi(0)
-            r_mop(None)
-            r_key(_key(keyed[0]))
-            r_off(off)
-            r_val(v)
-            n = 1
-    if n == 0:
-        r_mi(0)
-        r_mop(None)
-        r_key(None)
-        r_off(None)
-        r_val(None)
-        n = 1
-    ops["raw"].append(raw)
-    cols.op_pos.extend([pos] * n)
-    cols.n += n
     return n
+
+
+def _emit_keys(rows: dict[str, list[Any]], f: str, keys: list[Any]) -> int:
+    """Rows of an assign/subscribe op: one per key; returns how many."""
+    for n, k in enumerate(keys):
+        _row(rows, n, f, _key(k), None, None)
+    return len(keys)
+
+
+def _emit_keyed(rows: dict[str, list[Any]], f: str, val: Any, ival: Any) -> int:
+    """The row of an op of a keyed form ([key, v], [key, [offset, v]], [key, offset]) with its
+    key, offset and value pulled out; returns 1, or 0 for any other value."""
+    keyed = val if type(val) is list and len(val) == 2 else ival
+    if not (type(keyed) is list and len(keyed) == 2 and type(keyed[0]) in (str, int)):
+        return 0
+    x = keyed[1]
+    off = v = None
+    if type(x) is list and len(x) == 2:
+        off, v = _int_or_none(x[0]), _int_or_none(x[1])
+    elif f == "read" and type(x) is int:
+        off = x
+    elif type(x) is int:
+        v = x
+    _row(rows, 0, None, _key(keyed[0]), off, v)
+    return 1
 
 
 def _rebalanced_keys(log: Any) -> set[str]:

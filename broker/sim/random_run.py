@@ -111,6 +111,36 @@ def random_run(
     (`stories.STORIES`); None draws them from the seed. `controllers`: voters of the
     controller quorum; None draws them from the seed. `raft_unsafe`: Raft rules to break
     (`raft.UNSAFE_SWITCHES`, to watch the Raft invariants fire)."""
+    _check_arguments(recovery, stories, controllers)
+    rng = random.Random(seed * 7919 + 17)
+    c, cfg, tps = _start_cluster(seed, rng, safeguards_off, recovery, controllers, raft_unsafe)
+    start, end = c.now, c.now + duration_ms
+    t = start
+    while t < end:  # the workload
+        t += rng.randint(10, 120)
+        tp, acks = rng.choice(tps), (-1 if rng.random() < 0.8 else 1)
+        c.at(t, lambda tp=tp, acks=acks: c.produce(tp, acks))
+    faults: list[str] = []
+
+    def log(what: str) -> None:
+        faults.append(f"t={c.now} {what}")
+
+    mix = StoryMix(c, rng, tps, end, cfg, log, stories)
+    ControllerFaults(c, random.Random(rng.random()), end, recovery, log, lambda: mix.busy).schedule(start)
+    generic = GenericFaults(c, rng, recovery, log, mix)
+    t = start
+    while True:
+        t += rng.randint(500, 6000)
+        if t >= end:
+            break
+        c.at(t, generic.strike)
+    c.run_until(end)
+    _final_heal(c, settle_ms, log)
+    return _verdict(c, seed, safeguards_off, tps, cfg, faults)
+
+
+def _check_arguments(recovery: str, stories: tuple[str, ...] | None, controllers: int | None) -> None:
+    """Raise ValueError for arguments `random_run` cannot run with."""
     if recovery not in ("manual", "balanced"):
         raise ValueError(f"recovery must be manual or balanced, got {recovery!r}")
     unknown = [s for s in stories or () if s not in STORIES]
@@ -120,7 +150,13 @@ def random_run(
         raise ValueError(f"stories {', '.join(sorted(LOSSY))} lose disks: not with balanced recovery")
     if controllers is not None and controllers < 1:
         raise ValueError(f"controllers must be at least 1, got {controllers}")
-    rng = random.Random(seed * 7919 + 17)
+
+
+def _start_cluster(seed: int, rng: random.Random, safeguards_off: frozenset[str], recovery: str,
+                   controllers: int | None, raft_unsafe: frozenset[str]
+                   ) -> tuple[SimCluster, dict[str, object], list[TopicPartition]]:
+    """The seed's cluster with every broker running and topic "t" created:
+    (cluster, its configuration as reported, the topic's partitions)."""
     settings, cfg = random_settings(rng, recovery, controllers)
     cfg["recovery"] = recovery
     if safeguards_off:
@@ -129,39 +165,82 @@ def random_run(
         settings = replace(settings, raft=replace(settings.raft, unsafe=raft_unsafe))
         cfg["raft_unsafe"] = sorted(raft_unsafe)
     c = SimCluster(seed, settings)
-    faults: list[str] = []
     c.run_for(3000)
     c.run_until_true(lambda: all(n.broker is not None and n.broker.state == RUNNING for n in c.brokers.values()), 15000)
     c.create_topic("t", cfg["partitions"], 3, {"min.insync.replicas": str(cfg["min_isr"])})  # type: ignore[arg-type]
     tps = [TopicPartition("t", i) for i in range(cfg["partitions"])]  # type: ignore[call-overload]
-    start, end = c.now, c.now + duration_ms
-    ids = sorted(c.brokers)
+    return c, cfg, tps
 
-    t = start
-    while t < end:  # the workload
-        t += rng.randint(10, 120)
-        tp, acks = rng.choice(tps), (-1 if rng.random() < 0.8 else 1)
-        c.at(t, lambda tp=tp, acks=acks: c.produce(tp, acks))
 
-    def log(what: str) -> None:
-        faults.append(f"t={c.now} {what}")
+def _final_heal(c: SimCluster, settle_ms: int, log: Callable[[str], None]) -> None:
+    """The final phase: heal everything, restart everything, let the cluster settle."""
+    c.net.heal()
 
-    mix = StoryMix(c, rng, tps, end, cfg, log, stories)
-    ControllerFaults(c, random.Random(rng.random()), end, recovery, log, lambda: mix.busy).schedule(start)
+    def restart_all() -> None:  # again while controlled shutdowns started before the heal complete
+        for i in c.nodes:
+            c.resume(i)
+            c.start_broker(i)
 
-    def fault() -> None:
-        if mix.offer():
+    for k in range(0, min(settle_ms, 10000), 500):
+        c.at(c.now + k, restart_all)
+    log("final heal")
+    c.run_for(settle_ms)
+
+
+def _verdict(c: SimCluster, seed: int, safeguards_off: frozenset[str], tps: list[TopicPartition],
+             cfg: dict[str, object], faults: list[str]) -> RunResult:
+    """After the final heal: check the invariants and liveness, read back every acknowledgement."""
+    c.oracle.check(c, c.now)
+    stuck = check_liveness(c, tps)
+    lost = {str(tp): [a.offset for a in acks] for tp, acks in c.oracle.lost_acked_writes(c).items()}
+    return RunResult(
+        seed=seed,
+        safeguards_off=safeguards_off,
+        steps=c.steps,
+        acked_all=sum(1 for a in c.acks if a.acks == -1),
+        acked_one=sum(1 for a in c.acks if a.acks == 1),
+        violations=[*c.violations(), *stuck],
+        lost=lost,
+        unavailable=[str(tp) for tp in tps if c.leader_log(tp) is None],
+        config=cfg,
+        faults=faults,
+        unclean_recoveries=sum(len(ctl.events) for ctl in c.controllers_seen),
+    )
+
+
+class GenericFaults:
+    """The generic fault moves, one per strike unless a fault story takes the slot
+    (`StoryMix.offer`): crash (kill -9) or power loss of a broker (power loss only with manual
+    recovery), a broker isolated from every node or cut from the controllers, one link cut,
+    the network healed, a controlled shutdown, and a restart while a broker is down."""
+
+    KINDS = ("crash", "power-loss", "isolate", "isolate-controller", "cut", "heal", "controlled-shutdown")
+    NEED_LIVE = ("crash", "power-loss", "controlled-shutdown", "isolate", "isolate-controller")
+
+    def __init__(self, c: SimCluster, rng: random.Random, recovery: str, log: Callable[[str], None],
+                 mix: StoryMix) -> None:
+        self.c, self.rng, self.log, self.mix = c, rng, log, mix
+        self.ids = sorted(c.brokers)
+        self.weights = [2, 1 if recovery == "manual" else 0, 1, 1, 1, 2, 1]
+
+    def strike(self) -> None:
+        if self.mix.offer():
             return
-        live = [i for i in ids if c.running(i)]
-        down = [i for i in ids if not c.running(i)]
-        kinds = ["crash", "power-loss", "isolate", "isolate-controller", "cut", "heal", "controlled-shutdown"]
-        weights = [2, 1 if recovery == "manual" else 0, 1, 1, 1, 2, 1]
+        c, rng = self.c, self.rng
+        live = [i for i in self.ids if c.running(i)]
+        down = [i for i in self.ids if not c.running(i)]
+        kinds, weights = list(self.KINDS), list(self.weights)
         if down:
             kinds.append("restart")
             weights.append(4)
         kind = rng.choices(kinds, weights)[0]
-        if kind in ("crash", "power-loss", "controlled-shutdown", "isolate", "isolate-controller") and not live:
+        if kind in self.NEED_LIVE and not live:
             return
+        self.log(f"{kind} {self._apply(kind, live, down)}")
+
+    def _apply(self, kind: str, live: list[int], down: list[int]) -> object:
+        """Do fault `kind`; returns its target (None for heal)."""
+        c, rng = self.c, self.rng
         v: object = None
         if kind == "crash":
             v = rng.choice(live)
@@ -179,50 +258,14 @@ def random_run(
             v = rng.choice(live)
             c.cut_from_controllers(v)
         elif kind == "cut":
-            v = a, b = rng.sample(ids, 2)
+            v = a, b = rng.sample(self.ids, 2)
             c.net.cut(a, b)
         elif kind == "heal":
             c.net.heal()
         else:
             v = rng.choice(live)
             c.controlled_shutdown(v)
-        log(f"{kind} {v}")
-
-    t = start
-    while True:
-        t += rng.randint(500, 6000)
-        if t >= end:
-            break
-        c.at(t, fault)
-    c.run_until(end)
-    # final phase: heal everything, restart everything, settle, check liveness, read back
-    c.net.heal()
-
-    def restart_all() -> None:  # again while controlled shutdowns started before the heal complete
-        for i in c.nodes:
-            c.resume(i)
-            c.start_broker(i)
-
-    for k in range(0, min(settle_ms, 10000), 500):
-        c.at(c.now + k, restart_all)
-    log("final heal")
-    c.run_for(settle_ms)
-    c.oracle.check(c, c.now)
-    stuck = check_liveness(c, tps)
-    lost = {str(tp): [a.offset for a in acks] for tp, acks in c.oracle.lost_acked_writes(c).items()}
-    return RunResult(
-        seed=seed,
-        safeguards_off=safeguards_off,
-        steps=c.steps,
-        acked_all=sum(1 for a in c.acks if a.acks == -1),
-        acked_one=sum(1 for a in c.acks if a.acks == 1),
-        violations=[*c.violations(), *stuck],
-        lost=lost,
-        unavailable=[str(tp) for tp in tps if c.leader_log(tp) is None],
-        config=cfg,
-        faults=faults,
-        unclean_recoveries=sum(len(ctl.events) for ctl in c.controllers_seen),
-    )
+        return v
 
 
 class ControllerFaults:

@@ -102,57 +102,87 @@ class Search:
         # and blocking ops)
         self.trans: list[dict[int, int]] = [{} for _ in range(n)]
 
-        # entries: (time, 0 call / 1 return, op); calls first on ties
-        ents = [(starts[i], 0, i) for i in range(n)]
-        ents += [(ends[i], 1, i) for i in range(n) if ends[i] is not None]
-        ents.sort()
+        ents = self._entries(starts, ends)
         m = len(ents)
-        self.op_of = [e[2] for e in ents]
-        call_entry = [0] * n
-        ret_entry = [-1] * n
-        for idx, (_, kind, i) in enumerate(ents):
-            if kind == 0:
-                call_entry[i] = idx
-            else:
-                ret_entry[i] = idx
-        self.call_entry, self.ret_entry = call_entry, ret_entry
         # list heads m..m+2; list ends m+3.. (the returns' end is the smallest, so a scan
         # bounded by the boundary never walks past another list's end)
         self.H_RET, self.H_RO, self.H_MUT = m, m + 1, m + 2
         self.E_RET, self.E_RO, self.E_MUT = m + 4, m + 5, m + 6
         self.nxt, self.prv = self._link(m + 8, ents, lambda kind, i: self.H_RET if kind else (
             self.H_RO if readonly[i] else self.H_MUT))
-        # rule 2: per group, the resetting mutating ops in call order. When there is one group
-        # and every mutating op resets, that is the list of mutating calls itself.
-        resets = [not readonly[i] and spec.resets(calls[i]) for i in range(n)]
-        grp = list(groups) if groups is not None else [0] * n
-        self.sep_rs = max(grp, default=0) > 0 or not all(resets[i] or readonly[i] for i in range(n))
-        if self.sep_rs:
-            ng = max(grp, default=0) + 1
-            rnxt = [0] * (m + 8 + 2 * ng)
-            rprv = [0] * (m + 8 + 2 * ng)
-            tails = [m + 8 + 2 * g for g in range(ng)]
-            for _, kind, i in ents:
-                if kind == 0 and resets[i]:
-                    ce, t = call_entry[i], tails[grp[i]]
-                    rnxt[t] = ce
-                    rprv[ce] = t
-                    tails[grp[i]] = ce
-            for g in range(ng):
-                rnxt[tails[g]] = m + 9 + 2 * g
-                rprv[m + 9 + 2 * g] = tails[g]
-            self.rnxt, self.rprv = rnxt, rprv
-            self.rhead = [m + 8 + 2 * g for g in grp]
-        else:
-            self.rnxt, self.rprv = self.nxt, self.prv
-            self.rhead = [self.H_MUT] * n
-        self.resets = resets
+        self.resets = resets = [not readonly[i] and spec.resets(calls[i]) for i in range(n)]
+        self._reset_lists(ents, readonly, list(groups) if groups is not None else [0] * n)
         # rule 2 for mutating ops: determinate, non-resetting ops the model says may block
         # for good (a send at an offset the log has passed), watched at every configuration
-        watched = [ends[i] is not None and not readonly[i] and not resets[i] and spec.blocking(calls[i])
-                   for i in range(n)]
-        self.watched = watched
-        self.has_watch = any(watched)
+        self.watched = [ends[i] is not None and not readonly[i] and not resets[i] and spec.blocking(calls[i])
+                        for i in range(n)]
+        self.has_watch = any(self.watched)
+        self.wnxt, self.wprv = self._watch_list(ents)
+        self.indet = [e is None for e in ends]
+        self.ro = list(readonly)
+        # read-only ops legal in one known state: that state's id; -2: ask the model
+        self.tsid = tsid = [-2] * n
+        for i in range(n):
+            if readonly[i]:
+                t = spec.target(calls[i])
+                if t is not None:
+                    tsid[i] = self._intern(t)
+        self.pos = pos = _bit_positions(ends)
+        self.twin = [pos[j] if j >= 0 else -1 for j in _twins(self.calls, starts, ends)]  # the twin's bit in `ind`
+        # search state
+        self.base = self.rel = self.ind = self.sid = 0
+        self.stack: list[int] = []  # (op frame, state id, base, rel, ind) before each move, flat
+        self.best: list[int] = []  # the longest stack seen
+        self.common = 0  # best[:common] == stack[:common] (so a new best copies only the rest)
+        self.result: bool | None = None
+        self.final: list[int] = []  # the stack of the linearization found
+
+    def _entries(self, starts: Sequence[float], ends: Sequence[float | None]) -> list[tuple[Any, int, int]]:
+        """The entries (time, 0 call / 1 return, op) in time order, calls first on ties; sets
+        `op_of` (entry -> op), `call_entry` and `ret_entry` (op -> entry, -1: no return)."""
+        n = self.n
+        ents = [(starts[i], 0, i) for i in range(n)]
+        ents += [(ends[i], 1, i) for i in range(n) if ends[i] is not None]
+        ents.sort()
+        self.op_of = [e[2] for e in ents]
+        self.call_entry = call_entry = [0] * n
+        self.ret_entry = ret_entry = [-1] * n
+        for idx, (_, kind, i) in enumerate(ents):
+            if kind == 0:
+                call_entry[i] = idx
+            else:
+                ret_entry[i] = idx
+        return ents
+
+    def _reset_lists(self, ents: list[tuple[Any, int, int]], readonly: Sequence[bool], grp: list[int]) -> None:
+        """Rule 2: per group, the resetting mutating ops in call order (`rnxt`/`rprv`, op ->
+        its group's head `rhead`). When there is one group and every mutating op resets, that
+        is the list of mutating calls itself (`sep_rs` False)."""
+        n, m, resets, call_entry = self.n, len(ents), self.resets, self.call_entry
+        self.sep_rs = max(grp, default=0) > 0 or not all(resets[i] or readonly[i] for i in range(n))
+        if not self.sep_rs:
+            self.rnxt, self.rprv = self.nxt, self.prv
+            self.rhead = [self.H_MUT] * n
+            return
+        ng = max(grp, default=0) + 1
+        rnxt = [0] * (m + 8 + 2 * ng)
+        rprv = [0] * (m + 8 + 2 * ng)
+        tails = [m + 8 + 2 * g for g in range(ng)]
+        for _, kind, i in ents:
+            if kind == 0 and resets[i]:
+                ce, t = call_entry[i], tails[grp[i]]
+                rnxt[t] = ce
+                rprv[ce] = t
+                tails[grp[i]] = ce
+        for g in range(ng):
+            rnxt[tails[g]] = m + 9 + 2 * g
+            rprv[m + 9 + 2 * g] = tails[g]
+        self.rnxt, self.rprv = rnxt, rprv
+        self.rhead = [m + 8 + 2 * g for g in grp]
+
+    def _watch_list(self, ents: list[tuple[Any, int, int]]) -> tuple[list[int], list[int]]:
+        """`wnxt`/`wprv`: the calls of the watched ops in call order, head m, end m + 1."""
+        m, watched, call_entry = len(ents), self.watched, self.call_entry
         wnxt = [0] * (m + 2)
         wprv = [0] * (m + 2)
         t = m
@@ -164,43 +194,7 @@ class Search:
                 t = ce
         wnxt[t] = m + 1
         wprv[m + 1] = t
-        self.wnxt, self.wprv = wnxt, wprv
-        self.indet = [e is None for e in ends]
-        self.ro = list(readonly)
-        # read-only ops legal in one known state: that state's id; -2: ask the model
-        self.tsid = tsid = [-2] * n
-        for i in range(n):
-            if readonly[i]:
-                t = spec.target(calls[i])
-                if t is not None:
-                    tsid[i] = self._intern(t)
-        # twins: the previous indeterminate op with the same call must be linearized first
-        # (-1: none). Ops are numbered in call order, so a twin has a smaller number.
-        twin = [-1] * n
-        last: dict[Any, int] = {}
-        for i in sorted(range(n), key=lambda i: starts[i]):
-            if ends[i] is None:
-                c = self.calls[i]
-                if c in last:
-                    twin[i] = last[c]
-                last[c] = i
-        # bit positions: determinate ops in call order (for base/rel), indeterminate ops apart (ind)
-        pos = [0] * n
-        nd = ni = 0
-        for i in range(n):  # ops are numbered in call order
-            if ends[i] is None:
-                pos[i], ni = ni, ni + 1
-            else:
-                pos[i], nd = nd, nd + 1
-        self.pos = pos
-        self.twin = [pos[j] if j >= 0 else -1 for j in twin]  # the twin's bit in `ind`
-        # search state
-        self.base = self.rel = self.ind = self.sid = 0
-        self.stack: list[int] = []  # (op frame, state id, base, rel, ind) before each move, flat
-        self.best: list[int] = []  # the longest stack seen
-        self.common = 0  # best[:common] == stack[:common] (so a new best copies only the rest)
-        self.result: bool | None = None
-        self.final: list[int] = []  # the stack of the linearization found
+        return wnxt, wprv
 
     def _link(self, size: int, ents: list[tuple[Any, int, int]],
               head_of: Callable[[int, int], int]) -> tuple[list[int], list[int]]:
@@ -274,30 +268,24 @@ class Search:
 
     # ------------------------------------------------------------------ the search
 
+    # Over 100 lines on purpose: the checker's inner loop in one piece (a method for backtracking costs 6%).
     def run(self, budget: int) -> bool | None:
         """Search for at most about `budget` moves; True/False when decided, None to continue."""
         if self.result is not None:
             return self.result
-        nxt, prv, rnxt, rprv = self.nxt, self.prv, self.rnxt, self.rprv
-        op_of, call_entry, ret_entry = self.op_of, self.call_entry, self.ret_entry
-        trans, indet, twin = self.trans, self.indet, self.twin
-        tsid, resets, ro = self.tsid, self.resets, self.ro
+        nxt, prv, rnxt, rprv, wnxt, wprv = self.nxt, self.prv, self.rnxt, self.rprv, self.wnxt, self.wprv
+        op_of, call_entry, ret_entry, pos, n = self.op_of, self.call_entry, self.ret_entry, self.pos, self.n
+        trans, tr_fn, tsid, ro, indet, twin = self.trans, self._trans, self.tsid, self.ro, self.indet, self.twin
+        resets, sep_rs, rhead, watched, has_watch = self.resets, self.sep_rs, self.rhead, self.watched, self.has_watch
+        H_RET, H_RO, H_MUT, E_RET, W_HEAD = self.H_RET, self.H_RO, self.H_MUT, self.E_RET, len(op_of)
         seen, stack = self.seen, self.stack
-        seen_add = seen.add
-        tr_fn = self._trans
-        H_RET, H_RO, H_MUT, E_RET = self.H_RET, self.H_RO, self.H_MUT, self.E_RET
-        rhead, sep_rs = self.rhead, self.sep_rs
-        wnxt, wprv, watched, has_watch, W_HEAD = self.wnxt, self.wprv, self.watched, self.has_watch, len(op_of)
+        seen_add, push, pop = seen.add, stack.append, stack.pop
         # the linearized set: determinate ops numbered below `base`, and number base + i iff bit i
         # of `rel`; indeterminate op number i iff bit i of `ind`
         base, rel, ind, sid = self.base, self.rel, self.ind, self.sid
-        pos = self.pos
-        n = self.n
         best, best_stack, common = len(self.best), self.best, self.common
         moves = 0
-        push, pop = stack.append, stack.pop
         result: bool | None = None
-
         while True:
             # ---- a fresh configuration (base, rel, ind, sid)
             b = nxt[H_RET]
@@ -341,172 +329,147 @@ class Search:
                         dead = True
                         break
                     w = wnxt[w]
+            # the first move to try, if any (`first`): op to state ns, pushed as frame x
             if dead:
-                e = b
+                first, e = False, b
             elif e < b:
-                d = pos[op] - base
-                if d:
-                    nrel, nbase = rel | (1 << d), base
-                else:
-                    nrel = rel | 1
-                    d = (~nrel & (nrel + 1)).bit_length() - 1  # trailing ones
-                    nrel >>= d
-                    nbase = base + d
-                key = (nrel, nbase, ind, sid)
-                if key not in seen:
-                    seen_add(key)
-                    pe, ne = prv[e], nxt[e]
-                    nxt[pe] = ne
-                    prv[ne] = pe
-                    r = ret_entry[op]
-                    pe, ne = prv[r], nxt[r]
-                    nxt[pe] = ne
-                    prv[ne] = pe
-                    push(~op)
-                    push(sid)
-                    push(base)
-                    push(rel)
-                    push(ind)
-                    base, rel = nbase, nrel
-                    continue
-                e = b  # that move was explored already, so this configuration fails
+                first, x, ns = True, ~op, sid  # the legal read: the only move from here
             else:
                 # 3. the op that returns first, if legal here, before the others: it keeps
                 # the others pending, which usually finds a linearization sooner
-                e = nxt[H_MUT]
-                op = op_of[b]
+                first, e, op = False, nxt[H_MUT], op_of[b]
                 if not ro[op]:
                     ns = trans[op].get(sid)
                     if ns is None:
                         ns = tr_fn(op, sid)
-                    if ns >= 0:
-                        d = pos[op] - base
-                        if d:
-                            nrel, nbase = rel | (1 << d), base
-                        else:
-                            nrel = rel | 1
-                            d = (~nrel & (nrel + 1)).bit_length() - 1
-                            nrel >>= d
-                            nbase = base + d
-                        key = (nrel, nbase, ind, ns)
-                        if key not in seen:
-                            seen_add(key)
-                            ce = call_entry[op]
-                            pe, ne = prv[ce], nxt[ce]
-                            nxt[pe] = ne
-                            prv[ne] = pe
-                            pe, ne = prv[b], nxt[b]
-                            nxt[pe] = ne
-                            prv[ne] = pe
-                            if sep_rs and resets[op]:
-                                pe, ne = rprv[ce], rnxt[ce]
-                                rnxt[pe] = ne
-                                rprv[ne] = pe
-                            if watched[op]:
-                                pe, ne = wprv[ce], wnxt[ce]
-                                wnxt[pe] = ne
-                                wprv[ne] = pe
-                            push(op + n)
-                            push(sid)
-                            push(base)
-                            push(rel)
-                            push(ind)
-                            base, rel, sid = nbase, nrel, ns
-                            continue
-            # 4. the pending mutating ops in call order, from e; backtrack when none is left
+                    first, x = ns >= 0, op + n
             while True:
-                moved = False
-                while e < b:
+                if first:
+                    first = False
+                elif e < b:
+                    # 4. the pending mutating ops in call order, from e
                     op = op_of[e]
+                    e = nxt[e]
                     j = twin[op]
                     if j >= 0 and not (ind >> j) & 1:
-                        e = nxt[e]  # rule 4: its twin first
-                        continue
+                        continue  # rule 4: its twin first
                     ns = trans[op].get(sid)
                     if ns is None:
                         ns = tr_fn(op, sid)
-                    if ns >= 0 and (ns != sid or not indet[op]):
-                        if indet[op]:
-                            nrel, nbase, nind = rel, base, ind | (1 << pos[op])
-                        else:
-                            nind = ind
-                            d = pos[op] - base
-                            if d:
-                                nrel, nbase = rel | (1 << d), base
-                            else:
-                                nrel = rel | 1
-                                d = (~nrel & (nrel + 1)).bit_length() - 1
-                                nrel >>= d
-                                nbase = base + d
-                        key = (nrel, nbase, nind, ns)
-                        if key not in seen:
-                            seen_add(key)
-                            pe, ne = prv[e], nxt[e]
-                            nxt[pe] = ne
-                            prv[ne] = pe
-                            r = ret_entry[op]
-                            if r >= 0:
-                                pe, ne = prv[r], nxt[r]
-                                nxt[pe] = ne
-                                prv[ne] = pe
-                            if sep_rs and resets[op]:
-                                pe, ne = rprv[e], rnxt[e]
-                                rnxt[pe] = ne
-                                rprv[ne] = pe
-                            if watched[op]:
-                                pe, ne = wprv[e], wnxt[e]
-                                wnxt[pe] = ne
-                                wprv[ne] = pe
-                            push(op)
-                            push(sid)
-                            push(base)
-                            push(rel)
-                            push(ind)
-                            base, rel, ind, sid = nbase, nrel, nind, ns
-                            moved = True
+                    if ns < 0 or (ns == sid and indet[op]):
+                        continue
+                    x = op
+                else:
+                    # none left: backtrack; read-only moves were forced, so keep undoing
+                    while True:
+                        if not stack:
+                            result = False
                             break
-                    e = nxt[e]
-                if moved:
-                    break
-                # backtrack: undo moves; read-only moves were forced, so keep undoing
-                while True:
-                    if not stack:
-                        result = False
+                        ind = pop()
+                        rel = pop()
+                        base = pop()
+                        sid = pop()
+                        x = pop()
+                        if len(stack) < common:
+                            common = len(stack)
+                        op = ~x if x < 0 else x - n if x >= n else x
+                        r = ret_entry[op]
+                        if r >= 0:
+                            nxt[prv[r]] = prv[nxt[r]] = r
+                        ce = call_entry[op]
+                        nxt[prv[ce]] = prv[nxt[ce]] = ce
+                        if x >= 0:
+                            if sep_rs and resets[op]:
+                                rnxt[rprv[ce]] = rprv[rnxt[ce]] = ce
+                            if watched[op]:
+                                wnxt[wprv[ce]] = wprv[wnxt[ce]] = ce
+                            e = nxt[ce] if x < n else nxt[H_MUT]
+                            b = nxt[H_RET]
+                            break
+                    if result is not None:
                         break
-                    ind = pop()
-                    rel = pop()
-                    base = pop()
-                    sid = pop()
-                    x = pop()
-                    if len(stack) < common:
-                        common = len(stack)
-                    op = ~x if x < 0 else x - n if x >= n else x
-                    r = ret_entry[op]
-                    if r >= 0:
-                        nxt[prv[r]] = r
-                        prv[nxt[r]] = r
-                    ce = call_entry[op]
-                    nxt[prv[ce]] = ce
-                    prv[nxt[ce]] = ce
-                    if x >= 0:
-                        if sep_rs and resets[op]:
-                            rnxt[rprv[ce]] = ce
-                            rprv[rnxt[ce]] = ce
-                        if watched[op]:
-                            wnxt[wprv[ce]] = ce
-                            wprv[wnxt[ce]] = ce
-                        e = nxt[ce] if x < n else nxt[H_MUT]
-                        b = nxt[H_RET]
-                        break
-                if result is not None:
-                    break
+                    continue
+                # ---- the move: linearize op (state sid -> ns) unless its configuration was seen
+                if indet[op]:
+                    nrel, nbase, nind = rel, base, ind | (1 << pos[op])
+                else:
+                    nind = ind
+                    d = pos[op] - base
+                    if d:
+                        nrel, nbase = rel | (1 << d), base
+                    else:
+                        nrel = rel | 1
+                        d = (~nrel & (nrel + 1)).bit_length() - 1  # trailing ones
+                        nrel >>= d
+                        nbase = base + d
+                key = (nrel, nbase, nind, ns)
+                if key in seen:
+                    if x < 0:
+                        e = b  # the forced read was explored already: this configuration fails
+                    continue
+                seen_add(key)
+                ce = call_entry[op]
+                pe, ne = prv[ce], nxt[ce]
+                nxt[pe] = ne
+                prv[ne] = pe
+                r = ret_entry[op]
+                if r >= 0:
+                    pe, ne = prv[r], nxt[r]
+                    nxt[pe] = ne
+                    prv[ne] = pe
+                if sep_rs and resets[op]:
+                    pe, ne = rprv[ce], rnxt[ce]
+                    rnxt[pe] = ne
+                    rprv[ne] = pe
+                if watched[op]:
+                    pe, ne = wprv[ce], wnxt[ce]
+                    wnxt[pe] = ne
+                    wprv[ne] = pe
+                push(x)
+                push(sid)
+                push(base)
+                push(rel)
+                push(ind)
+                base, rel, ind, sid = nbase, nrel, nind, ns
+                break
             if result is not None:
                 break
+        return self._pause(base, rel, ind, sid, common, moves, result)
 
+    def _pause(self, base: int, rel: int, ind: int, sid: int, common: int, moves: int,
+               result: bool | None) -> bool | None:
+        """Keep the state of the search `run` leaves (to resume it); returns `result`."""
         self.base, self.rel, self.ind, self.sid = base, rel, ind, sid
         self.common = common
         self.steps += moves
         if result is True:
-            self.final = stack[:]
+            self.final = self.stack[:]
         self.result = result
         return result
+
+
+def _twins(calls: list[Any], starts: Sequence[float], ends: Sequence[float | None]) -> list[int]:
+    """Rule 4, per op: the previous indeterminate op with the same call, to be linearized first
+    (-1: none). Ops are numbered in call order, so a twin has a smaller number."""
+    twin = [-1] * len(calls)
+    last: dict[Any, int] = {}
+    for i in sorted(range(len(calls)), key=lambda i: starts[i]):
+        if ends[i] is None:
+            c = calls[i]
+            if c in last:
+                twin[i] = last[c]
+            last[c] = i
+    return twin
+
+
+def _bit_positions(ends: Sequence[float | None]) -> list[int]:
+    """Per op, its bit: determinate ops in call order (for base/rel), indeterminate ops
+    apart (ind). Ops are numbered in call order."""
+    pos = [0] * len(ends)
+    nd = ni = 0
+    for i, end in enumerate(ends):
+        if end is None:
+            pos[i], ni = ni, ni + 1
+        else:
+            pos[i], nd = nd, nd + 1
+    return pos

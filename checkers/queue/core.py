@@ -107,23 +107,12 @@ class QueuePass:
     _current: Any = None
 
     def _feed(self, events: Iterable[dict[str, Any]]) -> None:  # noqa: C901 - the hot loop, kept flat
-        invoke = self.pairing.invoke
-        complete = self.pairing.complete
-        ppos_all = self.ppos
-        okl = self.okl
-        poll_key = self._poll_key
-        psend_all = self.psend
-        writer = self.writer
-        ack_t = self.ack_t
-        send_pairs = self.send_pairs
-        observe = self.observe
+        invoke, complete, general = self.pairing.invoke, self.pairing.complete, self._general
+        ppos_all, psend_all, ok_poll = self.ppos, self.psend, self._ok_poll
+        writer, ack_t, send_pairs, observe = self.writer, self.ack_t, self.send_pairs, self.observe
         tab = self.table
-        tab_add = tab.data.extend
-        f_codes = tab._f_code
-        deadline = self.deadline
-        n = self.events
-        last_time = self.last_time
-        general = self._general
+        tab_add, f_codes = tab.data.extend, tab._f_code
+        deadline, n, last_time = self.deadline, self.events, self.last_time
         ev: Any = None
         try:
             for ev in events:
@@ -163,33 +152,7 @@ class QueuePass:
                             raise Bad(f"a poll op's micro-op is {mop[0]!r}, not 'poll'")
                         reads = mop[1]
                         if reads:
-                            ppos = ppos_all.get(p)
-                            if ppos is None:
-                                ppos = ppos_all[p] = {}
-                            # Fast paths: every record read before (the read list holds each
-                            # [offset, value] at its offset, so equal slices mean the same
-                            # records, contiguous) and, for a key this process already reads,
-                            # starting exactly where it left off.
-                            for k, recs in reads.items():
-                                if not recs:
-                                    continue
-                                st = ppos.get(k)
-                                o0 = recs[0][0]
-                                if st is not None:
-                                    if o0 == st[0]:
-                                        nr = len(recs)
-                                        if st[2][o0:o0 + nr] == recs:
-                                            st[0] = o0 + nr
-                                            st[1] = idx
-                                            continue
-                                else:
-                                    lst = okl.get(k)
-                                    if lst is not None and o0.__class__ is int:
-                                        nr = len(recs)
-                                        if lst[o0:o0 + nr] == recs and o0 >= 0:
-                                            ppos[k] = [o0 + nr, idx, lst]
-                                            continue
-                                poll_key(p, ppos, st, k, recs, idx, t)
+                            ok_poll(p, reads, idx, t)
                     elif tc != FAIL or val is not None:
                         general(p, f, tc, idx, t, ev, inv)
                 elif f == "send":
@@ -415,6 +378,36 @@ class QueuePass:
                 else:
                     st[0] = o1 + 1
                     st[1] = idx
+
+    def _ok_poll(self, p: Any, reads: dict[str, Any], idx: int, t: int) -> None:
+        """The reads of an ok poll op with one micro-op and no rebalance log (the common case)."""
+        ppos = self.ppos.get(p)
+        if ppos is None:
+            ppos = self.ppos[p] = {}
+        okl = self.okl
+        # Fast paths: every record read before (the read list holds each [offset, value] at
+        # its offset, so equal slices mean the same records, contiguous) and, for a key this
+        # process already reads, starting exactly where it left off.
+        for k, recs in reads.items():
+            if not recs:
+                continue
+            st = ppos.get(k)
+            o0 = recs[0][0]
+            if st is not None:
+                if o0 == st[0]:
+                    nr = len(recs)
+                    if st[2][o0:o0 + nr] == recs:
+                        st[0] = o0 + nr
+                        st[1] = idx
+                        continue
+            else:
+                lst = okl.get(k)
+                if lst is not None and o0.__class__ is int:
+                    nr = len(recs)
+                    if lst[o0:o0 + nr] == recs and o0 >= 0:
+                        ppos[k] = [o0 + nr, idx, lst]
+                        continue
+            self._poll_key(p, ppos, st, k, recs, idx, t)
 
     def _poll_key(self, p: Any, ppos: dict[str, list[Any]], st: list[Any] | None, k: str, recs: list[Any],
                   idx: int, t: int) -> None:
