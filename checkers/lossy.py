@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CLUSTER_STATE = "cluster-state"  # nemesis.observer's event
-LAZYFS_PACKAGES = frozenset({"power-loss", "power-loss-one"})  # --nemesis packages that mount LazyFS (lossy kills)
+LAZYFS_PACKAGES = frozenset({"power-loss", "power-loss-many"})  # --nemesis packages that mount LazyFS (lossy kills)
 _PARTITION_DIR = re.compile(r"^(?!__)(.+)-(\d+)$")
 # how long an ISR may still list a replica after its broker restarted: until the controller
 # fences the old session (broker.session.timeout.ms, 9 s in wrack-broker), plus 3 s for the

@@ -17,9 +17,9 @@ Loss is allowed only where the protocol makes no promise (reasoning in docs/harn
   replica may be elected, truncating committed records (as with min ISR 1);
 - more lossy shutdowns of one partition's replicas at once than min.insync.replicas - 1
   (seed 002, 5.1-5.2: the ELR's bound; counted by `checkers.lossy` from the fault events and
-  the observed ISRs) -> `power-loss-unflushed`. The queue checker takes one allowed set for
-  all partitions, so the allowance then covers every partition; the pick names the
-  partitions and events that exceeded the bound;
+  the observed ISRs) -> `power-loss-unflushed`, for those partitions only: the pick names
+  the partitions (`keys`) and the events that exceeded the bound, and `Policy.outside`
+  finds the anomalies of other partitions, which the run's verdict does not allow;
 - the harness stopped before the final read-back (killed) -> `final-read-deadline`;
 - otherwise `strict`: nothing. Power loss of at most min.insync.replicas - 1 replicas of
   each partition at a time, a flush per message, corruption or a wipe of one replica: strict.
@@ -55,6 +55,7 @@ class Pick:
     allows: list[str]
     rule: str = "configuration"
     events: list[dict[str, Any]] = field(default_factory=list)
+    keys: list[str] | None = None  # the partitions it covers (None: all)
 
 
 @dataclass
@@ -77,6 +78,19 @@ class Policy:
     def allowed(self) -> list[str]:
         return sorted({t for p in self.picks for t in p.allows})
 
+    def outside(self, anomaly_keys: Mapping[str, Mapping[str, int]]) -> dict[str, list[str]]:
+        """{type: partitions}: anomaly types the picks allow only for some partitions (a
+        partition over the ELR's bound), found in others, where the protocol's promise held."""
+        out = {}
+        for kind, per_key in anomaly_keys.items():
+            picks = [p for p in self.picks if kind in p.allows]
+            if not picks or any(p.keys is None for p in picks):
+                continue
+            covered = {k for p in picks for k in p.keys or ()}
+            if missed := sorted(k for k in per_key if k not in covered):
+                out[kind] = missed
+        return out
+
     @property
     def reasons(self) -> list[str]:
         return [f"{p.name}: {p.reason}" for p in self.picks] + self.notes
@@ -98,7 +112,7 @@ class Policy:
         return {"name": self.name, "rule": self.rule, "allowed": self.allowed, "reasons": self.reasons,
                 "notes": self.notes,
                 "policies": [{"name": p.name, "rule": p.rule, "reason": p.reason, "allows": p.allows,
-                              "events": p.events} for p in self.picks],
+                              "events": p.events, "keys": p.keys} for p in self.picks],
                 "durability": None if self.durability is None else self.durability.to_dict()}
 
 
@@ -147,8 +161,8 @@ def _exceeded_reason(d: Durability) -> str:
            "no ISR observations: counted only while the earlier ones could not have rejoined")
     return (f"more lossy unclean shutdowns of one partition's replicas at once than min.insync.replicas-1 = "
             f"{d.bound}, so the protocol promises nothing for them (seed 002, 5.1.2) ({how}): "
-            + " | ".join(parts) + ". The queue checker takes one allowed set, so the allowance covers "
-            "every partition")
+            + " | ".join(parts) + ". The allowance covers those partitions only: the same anomaly in "
+            "another partition is not allowed")
 
 
 def _within_note(d: Durability) -> str:
@@ -189,7 +203,7 @@ def choose(options: Mapping[str, Any], *, incomplete: bool = False,
             evs = sorted({x.index: x for v in d.exceeded.values() for x in v}.values(), key=lambda x: x.index)
             picks.append(Pick(LOSSY_SHUTDOWNS, _exceeded_reason(d), _types(checker, LOSSY_SHUTDOWNS),
                               "more concurrent lossy shutdowns than min ISR - 1 in " + ", ".join(sorted(d.exceeded)),
-                              [x.to_dict() for x in evs]))
+                              [x.to_dict() for x in evs], keys=sorted(d.exceeded)))
         elif d.losses and isr >= 2:
             notes.append(_within_note(d))
     if incomplete and checker == "queue":

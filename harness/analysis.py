@@ -192,6 +192,7 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     hstats = run.scan.summary()
     results.setdefault("allowed", run.policy.allowed)
     results["policy"] = run.policy.to_dict()
+    judge_by_partition(results, run.policy)
     results["checker"] = wl.checker
     results["history"] = hstats
     results["faults"] = fault_coverage(run.scan.nemesis)
@@ -206,6 +207,22 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
         results["explanations"] = explain_run(run_dir, results, test or {}, options)
     store.write_json(run_dir / "results.json", results)
     return CheckedRun(results, main.plots)
+
+
+def judge_by_partition(results: dict[str, Any], policy: Policy) -> None:
+    """An anomaly type allowed only for the partitions over the ELR's bound but found in
+    another (`Policy.outside`) is not allowed: the verdict is invalid, the type leaves
+    `allowed` and the policy names the partitions (`outside_allowed_partitions`)."""
+    outside = policy.outside(results.get("anomaly_keys") or {})
+    if not outside:
+        return
+    results["valid"] = False
+    results["allowed"] = [t for t in results.get("allowed") or [] if t not in outside]
+    results["bad_anomaly_types"] = sorted(set(results.get("bad_anomaly_types") or []) | set(outside))
+    results["policy"]["outside_allowed_partitions"] = outside
+    results["policy"]["reasons"].append(
+        "found where the protocol's promise held (at most min ISR - 1 lossy shutdowns at once): "
+        + "; ".join(f"{t} in {', '.join(ks)}" for t, ks in sorted(outside.items())))
 
 
 def flatten(composed: Mapping[str, Any], main: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -25,15 +25,20 @@ VALUES_SHOWN = 32
 
 
 class Found:
-    """Anomalies found: every one counted, the first `cap` of each type kept as examples."""
+    """Anomalies found: every one counted (also per key: the partition its example names, "?"
+    for none), the first `cap` of each type kept as examples."""
 
     def __init__(self, cap: int):
         self.cap = cap
         self.examples: dict[str, list[dict[str, Any]]] = {}
         self.counts: dict[str, int] = {}
+        self.keys: dict[str, dict[str, int]] = {}
 
     def add(self, kind: str, example: dict[str, Any], count: int = 1) -> None:
         self.counts[kind] = self.counts.get(kind, 0) + count
+        per_key = self.keys.setdefault(kind, {})
+        key = str(example.get("key", "?"))
+        per_key[key] = per_key.get(key, 0) + count
         lst = self.examples.setdefault(kind, [])
         if len(lst) < self.cap:
             lst.append(example)
@@ -119,6 +124,7 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
         "bad_anomaly_types": bad,
         "anomalies": {t: found.examples[t] for t in types},
         "anomaly_counts": {t: found.counts[t] for t in types},
+        "anomaly_keys": {t: dict(sorted(found.keys[t].items())) for t in types},
         "allowed": sorted(allowed, key=type_order),
         "policies": list(policies),
         "ww_deps": ww_deps,

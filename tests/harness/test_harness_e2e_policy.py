@@ -1,6 +1,6 @@
 """End to end: the expected-anomaly policy computed from a real run's fault history.
 
-Power loss of one node at a time (`--nemesis power-loss-one`: SIGKILL, LazyFS drops the
+Power loss of one node at a time (`--nemesis power-loss`: SIGKILL, LazyFS drops the
 unsynced data, restart) against the safe configuration (acks=all, min ISR 2, RF 3, three
 nodes, so every node holds every partition) is judged strictly: the controller's ISR changes
 (node logs) show each lossy replica leaving the ISR and coming back before the next power
@@ -30,7 +30,7 @@ pytestmark = [
 
 # seed 24's schedule: power losses about 7 s and 25 s into the run, 17 s apart (the first
 # replica is fenced after the 9 s broker session timeout, then catches up and rejoins)
-ARGS = ["--nodes", "3", "--nemesis", "power-loss-one", "--nemesis-interval", "12", "--time-limit", "30",
+ARGS = ["--nodes", "3", "--nemesis", "power-loss", "--nemesis-interval", "12", "--time-limit", "30",
         "--seed", "24"]
 
 

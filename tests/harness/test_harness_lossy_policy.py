@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from checkers.lossy import durability, losses, partition_of
 from checkers.policy import choose
 from contracts.history import fault_windows
+from harness.analysis import judge_by_partition
 
 NODES = ["n1", "n2", "n3"]
 SAFE = {"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nodes": 3, "nemesis": ["power-loss"]}
@@ -353,3 +354,28 @@ def test_the_pipeline_reads_cluster_state_events_as_neither_ops_nor_faults(tmp_p
         batches = list(read_history(str(path), name, stats))
         rows[name] = (sum(b.num_rows for b in batches), stats.ops, [f["kind"] for f in stats.faults])
     assert rows["plain"] == rows["observed"] == (1, 1, ["partition"])
+
+
+def test_the_lossy_allowance_covers_only_the_partitions_over_the_bound():
+    """Two replicas of t-0 lose power together (over the bound: its loss is allowed), t-1 lost
+    one (within it): an anomaly in t-1 is not allowed, and the run is invalid."""
+    r = Run(keys=("t-0", "t-1")).state(0, NODES)
+    r.power_loss(5, "n1", "n2", files=["/t-0/00000000000000000000.log"])
+    p = policy(r, nodes=3)
+    assert p.name == "power-loss-unflushed" and p.picks[0].keys == ["t-0"]
+    assert p.outside({"inconsistent-offsets": {"t-0": 4}}) == {}
+    assert p.outside({"inconsistent-offsets": {"t-0": 4, "t-1": 1}, "lost-write": {"t-1": 2}}) == {
+        "inconsistent-offsets": ["t-1"], "lost-write": ["t-1"]}
+    assert p.outside({"duplicate": {"t-1": 1}}) == {}  # never allowed: the checker's verdict already says so
+    assert policy(r, nodes=3, acks="1").outside({"lost-write": {"t-1": 2}}) == {}  # acks=1 covers every partition
+
+
+def test_judge_by_partition_makes_the_verdict_invalid():
+    r = Run(keys=("t-0", "t-1")).state(0, NODES).power_loss(5, "n1", "n2", files=["/t-0/00000000000000000000.log"])
+    p = policy(r, nodes=3)
+    results = {"valid": True, "anomaly_types": ["inconsistent-offsets"], "allowed": p.allowed,
+               "anomaly_keys": {"inconsistent-offsets": {"t-1": 3}}, "policy": p.to_dict()}
+    judge_by_partition(results, p)
+    assert results["valid"] is False and "inconsistent-offsets" not in results["allowed"]
+    assert results["policy"]["outside_allowed_partitions"] == {"inconsistent-offsets": ["t-1"]}
+    assert results["bad_anomaly_types"] == ["inconsistent-offsets"]
