@@ -25,8 +25,14 @@ counting a retry, though the first attempt may have been appended (KAFKA-13574);
 idempotence that resend appends the value twice, a `duplicate` the checker must not blame on
 the broker. With idempotence the leader recognises the resent batch by its producer id and
 sequence and answers with the first copy's offset, so a duplicate under acks=all is the
-broker's bug. Other acks (librdkafka allows idempotence only with acks=all) make one counted
-attempt (`retries=0`), and their uncounted resends remain. Either way an error in a delivery
+broker's bug, as long as the producer keeps its epoch: when messages time out in the client
+(`message.timeout.ms`), librdkafka bumps the epoch itself and gives a batch it was still
+retrying, possibly written, new sequence numbers from 0, which no broker can recognise
+(librdkafka's introduction, "Message timeout considerations"; seen as `duplicate` in the
+safe configuration). Idempotent producers therefore never time out messages
+(`message.timeout.ms` 0); the harness bounds each send itself (`timeout` + 1 s, then
+indeterminate), and what is still queued at the end is purged. Other acks (librdkafka
+allows idempotence only with acks=all) make one counted attempt (`retries=0`), and their uncounted resends remain. Either way an error in a delivery
 report is the last attempt's, so the send is indeterminate whatever the code
 (`ClientError(retried=True)`, see workloads.errors). Only errors raised by `produce()` itself
 (never queued) keep their code's classification. kafka-python makes one attempt per record
@@ -69,13 +75,16 @@ def _value(raw: bytes | None) -> Any:
         return raw.decode(errors="replace")
 
 
-def producer_delivery(acks: str) -> dict[str, Any]:
+def producer_delivery(acks: str, timeout_ms: int) -> dict[str, Any]:
     """librdkafka's delivery settings for `acks` (module docstring): acks=all sends are
-    idempotent (the broker drops a resent batch it already has), other acks make one
-    counted attempt."""
+    idempotent (the broker drops a resent batch it already has) and never time out in the
+    client (`message.timeout.ms` 0: a timeout would bump the producer epoch and resend
+    possibly written records under new sequence numbers); other acks make one counted
+    attempt within `timeout_ms`."""
     if acks == "all":
-        return {"acks": "all", "enable.idempotence": True}
-    return {"acks": str(acks), "enable.idempotence": False, "message.send.max.retries": 0}
+        return {"acks": "all", "enable.idempotence": True, "message.timeout.ms": 0}
+    return {"acks": str(acks), "enable.idempotence": False, "message.send.max.retries": 0,
+            "message.timeout.ms": timeout_ms}
 
 
 class ConfluentIO:
@@ -92,10 +101,9 @@ class ConfluentIO:
                   "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                   "topic.metadata.refresh.interval.ms": 2000, "metadata.max.age.ms": 5000,
                   "socket.connection.setup.timeout.ms": ms, "log_level": 0}
-        self._producer_conf = {**common, **producer_delivery(acks), "linger.ms": 0,
+        self._producer_conf = {**common, **producer_delivery(acks, ms), "linger.ms": 0,
                                "max.in.flight.requests.per.connection": 1,
-                               "request.timeout.ms": ms, "message.timeout.ms": ms,
-                               "retry.backoff.ms": 50}
+                               "request.timeout.ms": ms, "retry.backoff.ms": 50}
         self._consumer_conf = {**common, "group.id": f"wrack-{client_id}", "enable.auto.commit": False,
                                "auto.offset.reset": "earliest", "enable.partition.eof": False,
                                "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 100,

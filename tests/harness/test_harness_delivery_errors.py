@@ -105,11 +105,20 @@ def test_an_error_raised_by_produce_keeps_its_codes_class(make):
 def test_acks_all_producers_are_idempotent_and_others_make_one_attempt():
     # librdkafka's uncounted resend of an appended batch must not look like the broker's
     # duplicate: under acks=all the leader drops the resent copy by producer id and sequence
-    assert producer_delivery("all")["enable.idempotence"] is True
-    assert "message.send.max.retries" not in producer_delivery("all")
+    assert producer_delivery("all", 5000)["enable.idempotence"] is True
+    assert "message.send.max.retries" not in producer_delivery("all", 5000)
     for acks in ("1", "0"):
-        assert producer_delivery(acks) == {"acks": acks, "enable.idempotence": False, "message.send.max.retries": 0}
+        assert producer_delivery(acks, 5000) == {"acks": acks, "enable.idempotence": False,
+                                                 "message.send.max.retries": 0, "message.timeout.ms": 5000}
     assert ConfluentIO("127.0.0.1:1", acks="all")._producer_conf["enable.idempotence"] is True
+
+
+def test_idempotent_producers_never_time_out_messages():
+    # a client-side message timeout makes librdkafka bump the producer epoch and resend a
+    # possibly written batch under new sequence numbers: a duplicate no broker can prevent
+    # (seen in the safe configuration); the harness bounds each send itself instead
+    assert ConfluentIO("127.0.0.1:1", acks="all", timeout=5.0)._producer_conf["message.timeout.ms"] == 0
+    assert ConfluentIO("127.0.0.1:1", acks="1", timeout=5.0)._producer_conf["message.timeout.ms"] == 5000
 
 
 @CLIENTS
