@@ -4,7 +4,8 @@ A valid verdict means little when the faults never struck: a fault story (nemesi
 that found no partition to play on, or whose election never came, tested nothing. From the
 history's nemesis events, `fault_coverage` counts the fault actions, the faults that failed
 (`nemesis-error`), and for each story how often it was played and how often it went as
-planned (no error, every step it waited for came). `warnings` turns that into the lines a
+planned (no error, every step it waited for came, but for the bug's own steps and the
+closing heal). `warnings` turns that into the lines a
 reader must see next to the verdict.
 """
 
@@ -17,10 +18,14 @@ _NOT_FAULTS = {"story-step", "cluster-state", "final-heal", "heal-errors", "neme
 
 
 def _story_outcome(value: Mapping[str, Any]) -> str | None:
-    """None when the story went as planned, else why not (its error or first failed step)."""
+    """None when the story went as planned, else why not (its error or first failed step). A
+    step that is the bug itself (`bug_only`: it happens only with the safeguard off) and the
+    closing `healed` wait (after the trigger; the final heal and the liveness check cover it)
+    are not misses."""
     if value.get("error"):
         return str(value["error"])
-    failed = [s.get("step") for s in value.get("steps") or [] if s.get("ok") is False]
+    failed = [s.get("step") for s in value.get("steps") or []
+              if s.get("ok") is False and not s.get("bug_only") and s.get("step") != "healed"]
     return f"step {failed[0]} did not happen in time" if failed else None
 
 

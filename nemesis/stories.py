@@ -145,8 +145,13 @@ class Story:
         time.sleep(seconds)
         self.step(step, ok=True, waited_s=seconds)
 
-    def wait(self, step: str, tp: TP, pred: Callable[[PartitionView], bool], timeout: float) -> PartitionView | None:
-        """Poll the partition's roles until `pred` holds (its view) or `timeout` s (None)."""
+    def wait(self, step: str, tp: TP, pred: Callable[[PartitionView], bool], timeout: float,
+             bug_only: bool = False) -> PartitionView | None:
+        """Poll the partition's roles until `pred` holds (its view) or `timeout` s (None).
+        `bug_only`: the step is the bug itself (it happens only with the story's safeguard
+        off), so its not happening is the safeguard holding, not a missed trigger (the step
+        is recorded with `bug_only`, `checkers.coverage` reads it)."""
+        extra = {"bug_only": True} if bug_only else {}
         t0 = time.monotonic()
         timeout *= TIME_SCALE
         last: PartitionView | None = None
@@ -154,13 +159,13 @@ class Story:
             try:
                 last = self.view(tp)
                 if pred(last):
-                    self.step(step, ok=True, waited_s=round(time.monotonic() - t0, 2), view=_view_json(last))
+                    self.step(step, ok=True, waited_s=round(time.monotonic() - t0, 2), view=_view_json(last), **extra)
                     return last
             except Exception:  # noqa: BLE001 - no answer now (brokers down is the point): poll again
                 pass
             if time.monotonic() - t0 >= timeout:
                 self.step(step, ok=False, waited_s=round(time.monotonic() - t0, 2),
-                          view=_view_json(last) if last else None)
+                          view=_view_json(last) if last else None, **extra)
                 return None
             time.sleep(POLL_S)
 
@@ -244,7 +249,7 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
         return
     s.fault("start-partition", {"drop": {c: [b]}, "min_bytes": LARGE_BYTES})
     s.fault("start", [c])
-    joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6)
+    joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6, bug_only=True)
     if joined is not None:
         s.fault("kill", [b])
         s.wait("c-elected", tp, lambda w: w.leader == c, 20)
@@ -283,10 +288,10 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     s.lossy("wipe", [f])
     s.sleep("f-re-registers", 2.0)
     s.fault("start-partition", lag)  # the leader reaches the controller again: its proposal goes out
-    s.wait("f-in-isr", tp, lambda w: f in w.isr, 3)
+    s.wait("f-in-isr", tp, lambda w: f in w.isr, 3, bug_only=True)
     s.fault("start-partition", {"drop": {f: [leader, x], leader: [f], x: [f]}})
     s.fault("stop", [leader, x])
-    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 6)
+    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 6, bug_only=True)  # F elected
     s.sleep("leads", 1.0)
     s.fault("stop-partition")
     s.fault("start", [leader, x])

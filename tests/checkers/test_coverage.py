@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,3 +50,20 @@ def test_a_story_warns_exactly_when_no_try_went_as_planned(tries):
         assert s["played"] == sum(1 for n, _ in tries if n == name)
         assert s["as_planned"] == sum(1 for n, ok in tries if n == name and ok)
         assert any(name in w for w in warnings(cov)) == (s["as_planned"] == 0)
+
+
+def test_the_bugs_own_steps_and_the_closing_heal_are_not_misses():
+    """leso's c-in-isr happens only with leso-check off: in a safe run its absence is the
+    safeguard holding; a story whose last heal wait ran out still reached its trigger."""
+    steps = [{"step": "roles", "ok": True}, {"step": "b-elected", "ok": True},
+             {"step": "c-in-isr", "ok": False, "bug_only": True}, {"step": "healed", "ok": False}]
+    cov = fault_coverage(story("leso", steps=steps))
+    assert cov["stories"]["leso"] == {"played": 1, "as_planned": 1, "misses": []}
+    assert warnings(cov) == []
+
+
+def test_stories_mark_the_steps_only_a_bug_makes():
+    src = (Path(__file__).resolve().parents[2] / "nemesis" / "stories.py").read_text()
+    for step in ("c-in-isr", "f-in-isr"):
+        line = next(x for x in src.splitlines() if f's.wait("{step}"' in x)
+        assert "bug_only=True" in line, line
