@@ -36,7 +36,8 @@ def _command(v: str | list[str]) -> list[str]:
     return shlex.split(v) if isinstance(v, str) else [str(x) for x in v]
 
 
-def _acks(s: Any) -> str:
+def acks_name(s: Any) -> str:
+    """An acks setting as the harness names it: "-1" is "all", anything else its text."""
     return {"-1": "all"}.get(str(s), str(s))
 
 
@@ -69,7 +70,7 @@ class TestOptions:
              "partition-leader, kill-controller, partition-controller, power-loss, lrs, hw-truncation, "
              "leso, leader-churn, wipe-follower, stale-alter-partition, ... or none")
     nemesis_interval: float = opt(10.0, "mean seconds between fault actions", metavar="S")
-    acks: str = opt("all", "all, 1 or mixed (per op)", parse=_acks, choices=("all", "1", "mixed"))
+    acks: str = opt("all", "all, 1 or mixed (per op)", parse=acks_name, choices=("all", "1", "mixed"))
     rf: int = opt(3, "replication factor")
     min_isr: int = opt(2, "min.insync.replicas")
     partitions: int = opt(2, "partitions per topic")

@@ -49,11 +49,6 @@ from harness.report import write_report
 from workloads.base import Workload, WorkloadOptions
 
 
-def workload_options(options: Mapping[str, Any]) -> Any:
-    """A WorkloadOptions from test options (unknown keys ignored, missing ones default)."""
-    return WorkloadOptions.from_test(options)
-
-
 class HistoryScan:
     """One validated pass over a history (`read_events`), paired by `contracts.pairing`.
 
@@ -180,7 +175,7 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
         options["workload"] = workload
     options.setdefault("workload", "queue")
     try:
-        wl = workloads.make(options["workload"], workload_options(options))
+        wl = workloads.make(options["workload"], WorkloadOptions.from_test(options))
     except ValueError as e:
         raise InputError(str(e), str(run_dir / "test.json")) from None
     run = RunInputs(run_dir, test or {}, options, keys=wl.keys, time_limit=time_limit)
@@ -196,8 +191,8 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["checker"] = wl.checker
     results["history"] = hstats
     results["faults"] = fault_coverage(run.scan.nemesis)
-    if coverage_warnings(results["faults"]):
-        results["warnings"] = coverage_warnings(results["faults"])
+    if warnings := coverage_warnings(results["faults"]):
+        results["warnings"] = warnings
     results["check_seconds"] = round(time.monotonic() - t0, 3)
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if hstats["dropped_lines"] or run.incomplete:

@@ -56,7 +56,7 @@ from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
 from contracts.history import HistoryWriter
-from contracts.options import TestOptions, check_choices
+from contracts.options import TestOptions, acks_name, check_choices
 from harness import interpreter
 from harness.analysis import check_run, render_outputs
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
@@ -112,7 +112,7 @@ def validate(o: TestOptions) -> None:
         bad("workload", f"unknown workload {o.workload!r} (known: {', '.join(workloads.WORKLOADS)})")
     if o.nodes < 1:
         bad("nodes", "at least 1")
-    o.acks = {"-1": "all"}.get(str(o.acks), str(o.acks))
+    o.acks = acks_name(o.acks)
     check_choices(o)
     if not 1 <= o.rf <= o.nodes:
         bad("rf", f"{o.rf} must be between 1 and the number of nodes ({o.nodes})")
@@ -248,10 +248,11 @@ def new_test(o: TestOptions, progress: Progress, campaign: dict[str, Any] | None
     workload and the fault packages."""
     seed = o.seed if o.seed is not None else secrets.randbelow(2**31)
     start = dt.datetime.now(dt.UTC)
-    run_dir = store.new_run(o.results, o.name or test_name(o), start)
+    name = o.name or test_name(o)
+    run_dir = store.new_run(o.results, name, start)
     clients = gen.parse_concurrency(o.concurrency, o.nodes)
     record: dict[str, Any] = {
-        "name": o.name or test_name(o), "run_id": store.run_id(run_dir),
+        "name": name, "run_id": store.run_id(run_dir),
         "start": start.isoformat(timespec="milliseconds"), "end": None, "seed": seed,
         "options": {**o.to_dict(), "seed": seed, "concurrency_threads": clients},
         "cluster": {"backend": o.backend, "name": f"wt{secrets.token_hex(3)}"},
