@@ -145,7 +145,12 @@ class ConfluentIO:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ClientError(None, "TIMEOUT", f"no delivery report in {self.timeout + 1.0:g} s")
-            p.poll(min(left, 0.5))
+            try:
+                p.poll(min(left, 0.5))
+            except self._ck.KafkaException as e:  # a fatal error of the producer: this send's fate is unknown
+                if e.args[0].fatal():
+                    self._drop_producer()
+                raise ClientError(None, "FATAL", e.args[0].str()) from None
         err = box["err"]
         if err is not None:
             if err.fatal():
@@ -156,8 +161,11 @@ class ConfluentIO:
     def _drop_producer(self) -> None:
         """After an idempotent producer's fatal error: the next send makes a new one."""
         if self._producer is not None:
-            self._producer.purge()
-            self._producer.flush(0)
+            try:
+                self._producer.purge()
+                self._producer.flush(0)
+            except self._ck.KafkaException:  # a broken producer raises its fatal error again
+                pass
             self._producer = None
 
     def assign(self, positions: Mapping[TP, int | None]) -> None:
@@ -327,8 +335,16 @@ class ConfluentSender:
         self._poller.start()
 
     def _serve(self) -> None:
+        """Serve delivery reports until closed. A fatal error raised by `poll` (librdkafka
+        reports an idempotent producer's fatal error there too) replaces the producer; the
+        sends it held end as indeterminate when their wait runs out."""
         while not self._closed.is_set():
-            self._producer.poll(0.05)
+            producer = self._producer
+            try:
+                producer.poll(0.05)
+            except self._ck.KafkaException as e:
+                if e.args[0].fatal():
+                    self._replace_after_fatal(producer)
 
     def _replace_after_fatal(self, broken: Any) -> None:
         """An idempotent producer's fatal error leaves it unusable: the next sends go to a new
@@ -338,8 +354,11 @@ class ConfluentSender:
                 return
             self._io._producer = None
             self._producer = self._io.producer
-        broken.purge()
-        broken.flush(0)
+        try:
+            broken.purge()
+            broken.flush(0)
+        except self._ck.KafkaException:  # a broken producer raises its fatal error again
+            pass
 
     def send(self, topic: str, partition: int, value: int) -> int:
         done = threading.Event()

@@ -129,3 +129,39 @@ def test_a_fatal_error_gives_the_next_send_a_new_producer(make):
         client.send("t", 0, 7)
     assert e.value.send_outcome().type == "info" and getattr(broken, "purged", False)
     assert client._producer is not broken
+
+
+class FatalPoll(Producer):
+    """A producer whose poll() raises its fatal error (librdkafka without an error_cb), as
+    purge() and flush() of a broken producer may too."""
+
+    def poll(self, _timeout=0):
+        raise ck.KafkaException(ck.KafkaError(ck.KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER, fatal=True))
+
+    flush = poll
+
+
+def test_a_fatal_error_raised_by_poll_makes_the_send_info_and_replaces_the_producer():
+    io = confluent_io(FatalPoll())
+    broken = io._producer
+    with pytest.raises(ClientError) as e:
+        io.send("t", 0, 7)
+    assert e.value.send_outcome().type == "info" and e.value.name == "FATAL"
+    assert io._producer is not broken
+
+
+def test_the_senders_poller_survives_a_fatal_error_and_serves_the_new_producer():
+    """The shared sender's poller thread must not die (every later send would wait for a
+    report nobody serves): it replaces the producer and goes on polling."""
+    s = ConfluentSender("127.0.0.1:1", timeout=1.0)
+    try:
+        broken = FatalPoll()
+        s._producer = s._io._producer = broken
+        pause = threading.Event()
+        for _ in range(100):
+            if s._producer is not broken:
+                break
+            pause.wait(0.05)
+        assert s._producer is not broken and s._poller.is_alive()
+    finally:
+        s.close()
