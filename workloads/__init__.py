@@ -12,6 +12,7 @@ WORKLOADS: dict[str, str] = {
     "queue": "workloads.queue:QueueWorkload",
     "log": "workloads.log:LogWorkload",
     "noop": "workloads.noop:NoopWorkload",
+    "register": "workloads.register:RegisterWorkload",
 }
 
 

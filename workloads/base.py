@@ -57,6 +57,7 @@ class WorkloadOptions:
     assign_p: float = 1 / 32  # probability that an op re-assigns the consumer
     crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
     send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
+    etcd_reads: str = DEFAULTS.etcd_reads  # register workload (etcd): "linearizable" or "serializable" reads
 
     @classmethod
     def from_test(cls, options: Mapping[str, Any]) -> WorkloadOptions:
