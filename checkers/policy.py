@@ -28,7 +28,8 @@ the point of such a run.
 
 Other checkers have one loss verdict instead of the queue checker's types: for the log
 workload (linearizability) every policy that admits lost writes (`LOSSY_POLICIES`) allows
-`nonlinearizable`, the others nothing.
+`nonlinearizable`, the others nothing. etcd's register workload gets nothing: etcd promises
+linearizable operations (its serializable reads excepted, which the checker must catch).
 """
 
 from __future__ import annotations
@@ -189,6 +190,9 @@ def choose(options: Mapping[str, Any], *, incomplete: bool = False,
     workload = options.get("workload", "queue")
     if workload == "noop":
         return Policy(notes=["the no-op workload has nothing to lose"])
+    if workload == "register":
+        return Policy(notes=["etcd promises linearizable reads, writes and compare-and-set on every key "
+                             "(serializable reads are not: their stale reads are reported): no anomaly is allowed"])
     checker = "linearizable" if workload == "log" else "queue"
     isr = min(int(options.get("min_isr", 2) or 1), int(options.get("rf", 3) or 1))
     picks = [Pick(n, why, _types(checker, n), rule) for n, rule, why in _configuration(options, isr)]

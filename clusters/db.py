@@ -1,7 +1,10 @@
-"""The broker's lifecycle on any node: install, configure, start, stop, kill, pause, wipe, collect.
+"""A system under test's lifecycle on any node: install, configure, start, stop, kill, pause,
+wipe, collect (Jepsen's DB protocol, ducktape's Service).
 
-`BrokerDB` drives `wrack-broker --config FILE` on the nodes of a cluster, one Kafka-style
-properties file per node built from the test's options (`broker_properties`).
+`ServiceDB` is that lifecycle for one daemon per node (its pid file, log, data directory and
+hooks); a system under test says how to configure and run it. `BrokerDB` drives
+`wrack-broker --config FILE`, one Kafka-style properties file per node built from the
+test's options (`broker_properties`); `clusters.etcd.EtcdDB` drives etcd.
 
 Hooks (`NodeHook`) switch node-level features on per node without the DB knowing them:
 - `setup(db, node)` runs after configure and before the first start (e.g. nemesis/lazyfs
@@ -14,10 +17,12 @@ Hooks (`NodeHook`) switch node-level features on per node without the DB knowing
 - `teardown(db, node)` runs before `wipe`/collect at the end (unmount; must be idempotent).
 Register hooks with `db.hooks.append(hook)`; every method of a hook is optional.
 
-Contracts: `start` returns once the daemon runs (not once the broker is ready: use
-`wait_ready`); `stop` sends SIGTERM and waits (then SIGKILL); `kill`/`pause`/`resume`
-signal the process and never wait for the broker's cooperation; all of them are safe on a
-node where the broker is not running.
+Contracts: `start` returns once the daemon runs (not once it serves: use `wait_ready`);
+`stop` sends SIGTERM and waits (then SIGKILL); `kill`/`pause`/`resume` signal the process
+and never wait for its cooperation; all of them are safe on a node where it is not running.
+A DB also names, for the runner and the nemesis: `client_address(node)` (what a client
+connects to), `leader_address()` (the node that leads now, for role-targeted faults; None
+when none is known) and `prepare()` (after every node is ready: e.g. wait for a leader).
 """
 
 from __future__ import annotations
@@ -95,43 +100,37 @@ def render_properties(props: Mapping[str, str]) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-class BrokerDB:
-    """The broker on every node of `cluster`; see the module docstring."""
+class ServiceDB:
+    """One daemon per node of `cluster` (see the module docstring). A subclass sets `service`
+    (its directory under the node's root, and the pid and log files' name) and `port` (where
+    it serves clients: `wait_ready` waits for it), and writes `configure` and `argv`."""
 
-    service = "broker"
+    service = "service"
+    port = 0
 
-    def __init__(self, cluster: Cluster, opts: BrokerOptions | None = None):
+    def __init__(self, cluster: Cluster):
         self.cluster = cluster
-        self.opts = opts or BrokerOptions()
         self.hooks: list[Any] = []
-        self.node_ids: dict[str, int] = {}  # node.id overrides (nemesis/membership.py)
 
-    def controller_nodes(self) -> list[Node]:
-        """The nodes that run a controller (the quorum's voters)."""
-        n = self.opts.controllers if self.opts.controllers is not None else default_controllers(len(self.cluster.nodes))
-        return list(self.cluster.nodes[: max(1, n)])
+    # what a system under test defines
+    def configure(self, node: Node) -> Any:
+        """Write the node's configuration (the data directory exists afterwards)."""
+        raise NotImplementedError
 
-    def active_controller(self) -> str | None:
-        """The address of the node running the active controller (the quorum leader), None
-        if none is known or it is not running. Read from the voters' quorum-state files
-        (broker/server/quorum_store.py): the leader named in the highest epoch."""
-        voters = self.controller_nodes()
-        by_id = {self.node_id(n): n for n in voters}
-        best: tuple[int, int] = (-1, -1)
-        for node in voters:
-            try:
-                state = json.loads(node.read_file(os.path.join(self.data_dir(node), "quorum-state")))
-                epoch, leader = int(state["epoch"]), int(state["leader_id"])
-            except (NodeError, OSError, ValueError, KeyError, TypeError):
-                continue
-            if leader in by_id and epoch > best[0]:
-                best = (epoch, leader)
-        node = by_id.get(best[1])
-        return node.address if node is not None and self.running(node) else None
+    def argv(self, node: Node) -> list[str]:
+        """The daemon's command line on `node`."""
+        raise NotImplementedError
 
-    def node_id(self, node: Node) -> int:
-        """The broker's node.id on `node` (its position, unless membership renumbered it)."""
-        return self.node_ids.get(node.name, self.cluster.nodes.index(node))
+    def prepare(self, timeout: float = 60.0) -> None:
+        """After every node is ready, before the workload starts: wait until the cluster
+        serves (nothing by default; the runner creates the workload's topics)."""
+
+    def leader_address(self) -> str | None:
+        """The address of the node that leads now (None: no leader, or the DB has none)."""
+        return None
+
+    def client_address(self, node: Node) -> str:
+        return f"{node.address}:{self.port}"
 
     # paths on a node
     def dir(self, node: Node) -> str:
@@ -141,13 +140,13 @@ class BrokerDB:
         return node.data_dir(self.service)
 
     def config_path(self, node: Node) -> str:
-        return node.path(self.service, "server.properties")
+        raise NotImplementedError
 
     def pidfile(self, node: Node) -> str:
-        return node.path(self.service, "broker.pid")
+        return node.path(self.service, f"{self.service}.pid")
 
     def logfile(self, node: Node) -> str:
-        return node.path(self.service, "broker.log")
+        return node.path(self.service, f"{self.service}.log")
 
     def _hook(self, name: str, node: Node) -> list[Any]:
         out = []
@@ -159,17 +158,10 @@ class BrokerDB:
 
     # lifecycle
     def install(self, node: Node) -> None:
-        """Make `wrack-broker` runnable on the node (a backend with remote hosts installs a wheel)."""
+        """Make the project runnable on the node (a backend with remote hosts installs a wheel)."""
         inst = getattr(node, "install_project", None)
         if inst is not None:
             inst()
-
-    def configure(self, node: Node) -> dict[str, str]:
-        """Write the node's properties file; returns the properties."""
-        props = broker_properties(self.cluster, node, self.opts, self.data_dir(node), self.node_ids)
-        node.exec(["mkdir", "-p", self.data_dir(node)])
-        node.write_file(self.config_path(node), render_properties(props))
-        return props
 
     def setup(self, node: Node) -> None:
         """install + configure + hooks' setup."""
@@ -178,7 +170,7 @@ class BrokerDB:
         self._hook("setup", node)
 
     def start(self, node: Node, env: Mapping[str, str] | None = None) -> int:
-        """Start the broker (no-op if running); returns its pid."""
+        """Start the daemon (no-op if running); returns its pid."""
         if node.daemon_running(self.pidfile(node)):
             pid = node.daemon_pid(self.pidfile(node))
             assert pid is not None
@@ -187,13 +179,12 @@ class BrokerDB:
         for e in self._hook("start_env", node):
             full_env.update(e or {})
         full_env.update(env or {})
-        cmd = self.opts.command
         return node.start_daemon(DaemonSpec(
-            name=self.service, argv=[*cmd, "--config", self.config_path(node)],
-            pidfile=self.pidfile(node), logfile=self.logfile(node), env=full_env, cwd=self.dir(node)))
+            name=self.service, argv=self.argv(node), pidfile=self.pidfile(node), logfile=self.logfile(node),
+            env=full_env, cwd=self.dir(node)))
 
     def stop(self, node: Node, timeout: float = 10.0) -> None:
-        """SIGTERM (resuming a paused broker first), wait, then SIGKILL."""
+        """SIGTERM (resuming a paused daemon first), wait, then SIGKILL."""
         pf = self.pidfile(node)
         if not node.daemon_running(pf):
             return
@@ -220,12 +211,12 @@ class BrokerDB:
         return node.daemon_running(self.pidfile(node))
 
     def wipe(self, node: Node) -> None:
-        """Remove the broker's data (the data dir's content; it may be a mountpoint)."""
+        """Remove the daemon's data (the data dir's content; it may be a mountpoint)."""
         node.sh(f"rm -rf {self.data_dir(node)}/* {self.data_dir(node)}/.[!.]* 2>/dev/null; true")
         self._hook("after_wipe", node)
 
     def teardown(self, node: Node) -> None:
-        """Stop the broker and run the hooks' teardown."""
+        """Stop the daemon and run the hooks' teardown."""
         self.stop(node)
         self._hook("teardown", node)
 
@@ -243,19 +234,75 @@ class BrokerDB:
         return dest
 
     def wait_ready(self, node: Node, timeout: float = 30.0) -> None:
-        """Wait until the broker accepts TCP connections on its PLAINTEXT port."""
+        """Wait until the daemon accepts TCP connections on `port`."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with socket.create_connection((node.address, BROKER_PORT), timeout=1):
+                with socket.create_connection((node.address, self.port), timeout=1):
                     return
             except OSError as e:
                 if not self.running(node):
-                    raise NodeError(f"{node.name}: broker exited; see {self.logfile(node)}") from e
+                    raise NodeError(f"{node.name}: {self.service} exited; see {self.logfile(node)}") from e
                 if time.monotonic() > deadline:
-                    raise NodeError(f"{node.name}: broker not reachable on {node.address}:{BROKER_PORT}"
+                    raise NodeError(f"{node.name}: {self.service} not reachable on {node.address}:{self.port}"
                                     f" after {timeout:g} s") from e
                 time.sleep(0.1)
+
+
+class BrokerDB(ServiceDB):
+    """The broker on every node of `cluster`; see the module docstring."""
+
+    service = "broker"
+    port = BROKER_PORT
+
+    def __init__(self, cluster: Cluster, opts: BrokerOptions | None = None):
+        super().__init__(cluster)
+        self.opts = opts or BrokerOptions()
+        self.node_ids: dict[str, int] = {}  # node.id overrides (nemesis/membership.py)
+
+    def controller_nodes(self) -> list[Node]:
+        """The nodes that run a controller (the quorum's voters)."""
+        n = self.opts.controllers if self.opts.controllers is not None else default_controllers(len(self.cluster.nodes))
+        return list(self.cluster.nodes[: max(1, n)])
+
+    def active_controller(self) -> str | None:
+        """The address of the node running the active controller (the quorum leader), None
+        if none is known or it is not running. Read from the voters' quorum-state files
+        (broker/server/quorum_store.py): the leader named in the highest epoch."""
+        voters = self.controller_nodes()
+        by_id = {self.node_id(n): n for n in voters}
+        best: tuple[int, int] = (-1, -1)
+        for node in voters:
+            try:
+                state = json.loads(node.read_file(os.path.join(self.data_dir(node), "quorum-state")))
+                epoch, leader = int(state["epoch"]), int(state["leader_id"])
+            except (NodeError, OSError, ValueError, KeyError, TypeError):
+                continue
+            if leader in by_id and epoch > best[0]:
+                best = (epoch, leader)
+        node = by_id.get(best[1])
+        return node.address if node is not None and self.running(node) else None
+
+    def leader_address(self) -> str | None:
+        """The active controller's node (the broker's cluster-wide leader)."""
+        return self.active_controller()
+
+    def node_id(self, node: Node) -> int:
+        """The broker's node.id on `node` (its position, unless membership renumbered it)."""
+        return self.node_ids.get(node.name, self.cluster.nodes.index(node))
+
+    def config_path(self, node: Node) -> str:
+        return node.path(self.service, "server.properties")
+
+    def configure(self, node: Node) -> dict[str, str]:
+        """Write the node's properties file; returns the properties."""
+        props = broker_properties(self.cluster, node, self.opts, self.data_dir(node), self.node_ids)
+        node.exec(["mkdir", "-p", self.data_dir(node)])
+        node.write_file(self.config_path(node), render_properties(props))
+        return props
+
+    def argv(self, node: Node) -> list[str]:
+        return [*self.opts.command, "--config", self.config_path(node)]
 
     def bootstrap_servers(self) -> str:
         return ",".join(f"{n.address}:{BROKER_PORT}" for n in self.cluster.nodes)

@@ -56,8 +56,9 @@ PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # What a node needs besides the essential packages of minbase (util-linux, mount, coreutils,
 # tar...): Python for the broker and the node-side tools, iproute2/iptables for partitions,
-# fuse3 for the power-loss filesystem, procps/psmisc for process faults and checks.
-NODE_PACKAGES = ("python3", "python3-venv", "iproute2", "iptables", "fuse3", "procps", "psmisc")
+# fuse3 for the power-loss filesystem, procps/psmisc for process faults and checks, etcd-server
+# for `--db etcd`.
+NODE_PACKAGES = ("python3", "python3-venv", "iproute2", "iptables", "fuse3", "procps", "psmisc", "etcd-server")
 
 # Removed from the rootfs before import: caches and documentation nobody on a node reads.
 TRIM = ("var/cache/apt/archives/*.deb", "var/cache/apt/*.bin", "var/lib/apt/lists/*",

@@ -62,7 +62,10 @@ class TestOptions:
     name: str | None = opt(None, "test name (default: from workload, acks and faults)")
     backend: str = opt("local", "where nodes come from: local, docker or ssh")
     nodes: int = opt(5, "number of nodes")
-    workload: str = opt("queue", "queue, log or noop")
+    db: str = opt("wrack", "the system under test: wrack (the project's Kafka-compatible broker) or etcd",
+                  choices=("wrack", "etcd"))
+    workload: str | None = opt(None, "queue, log or noop for wrack (default queue); register for etcd (its "
+                                     "default)")
     nemesis: list[str] = opt(
         factory=lambda: ["mix"], parse=_csv, metavar="LIST",
         help="comma list of fault packages: mix (the fault stories and generic faults in rotation with "
@@ -89,6 +92,9 @@ class TestOptions:
                              "in flight at once (0: none)", metavar="N")
     test_count: int = opt(1, "run this many tests; stop at the first not valid")
     seed: int | None = opt(None, "seed for every random choice (default: random, recorded)")
+    etcd_reads: str = opt("linearizable", "etcd register reads: linearizable (through the Raft log) or "
+                                           "serializable (a member's local state: may be stale)",
+                          choices=("linearizable", "serializable"))
     client: str = opt("confluent", "confluent (librdkafka) or kafka-python", choices=("confluent", "kafka-python"))
     request_timeout: float = opt(5.0, "seconds before a client request is indeterminate", metavar="S")
     final_time_limit: float = opt(15.0, "seconds the final read-back may take", metavar="S")
@@ -112,6 +118,7 @@ class TestOptions:
 
 
 DEFAULTS = TestOptions()
+DEFAULT_WORKLOAD = {"wrack": "queue", "etcd": "register"}  # --workload when not given, by --db
 SPEC: tuple[Field, ...] = fields(TestOptions)
 _BY_NAME = {f.name: f for f in SPEC}
 

@@ -16,6 +16,12 @@ leaders, found through the cluster's metadata at the moment of the fault:
 played by `nemesis.schedule.rotation` (each package in turn, a random order per round,
 about a quarter of the time fault-free) instead of `combined`'s random flip-flops.
 
+With `--db etcd` the packages are `etcd_packages()`: the generic ones that reach etcd, and
+`kill-leader` / `partition-leader` aimed at its Raft leader (the metadata's controller:
+`nemesis.targets.LeaderMetadata`); `mix` is `ETCD_MIX`. Clock skew is left out (libfaketime
+does not reach a Go program's clock), as are corruption and membership (the broker's
+segment files and node ids) and the stories (Kafka partitions).
+
 `ScheduleGenerator` turns `nemesis.schedule.combined` into a generator for the nemesis
 thread (`contracts.generator.nemesis(...)`), so client ops and faults run on one clock;
 `nemesis_client` is what that thread calls for each op (the heal op: `Nemesis.final_heal`).
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from contracts.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
@@ -41,11 +48,15 @@ MIX = "mix"
 DEFAULT_MIX = ("lrs", "hw-truncation", "leso", "wipe-follower", "kill-leader", "partition", "kill")
 
 
-def expand(names: Sequence[str]) -> list[str]:
-    """`--nemesis` names with `mix` replaced by `DEFAULT_MIX` (no name twice)."""
+ETCD_PACKAGES = ("partition", "kill", "pause", "restart", "rolling-restart", "power-loss", "power-loss-many")
+ETCD_MIX = ("partition", "kill", "pause", "kill-leader", "partition-leader")
+
+
+def expand(names: Sequence[str], mix: Sequence[str] = DEFAULT_MIX) -> list[str]:
+    """`--nemesis` names with `mix` replaced by `mix` (no name twice)."""
     out: list[str] = []
     for n in names:
-        for m in (DEFAULT_MIX if n == MIX else (n,)):
+        for m in (mix if n == MIX else (n,)):
             if m not in out:
                 out.append(m)
     return out
@@ -103,17 +114,35 @@ def controller_packages() -> dict[str, Any]:
     }
 
 
-def known_packages(topics: Mapping[str, int] | None = None) -> list[str]:
-    return sorted(set(PACKAGES) | set(extra_packages(topics or {"t": 1})) | set(controller_packages()) | {MIX})
+def etcd_packages() -> dict[str, Any]:
+    """The packages for `--db etcd` (module docstring); its leader is the metadata's controller."""
+    ctl = controller_packages()
+    return {
+        **{n: PACKAGES[n] for n in ETCD_PACKAGES},
+        "kill-leader": lambda: replace(ctl["kill-controller"](), name="kill-leader"),
+        "partition-leader": lambda: replace(ctl["partition-controller"](), name="partition-leader"),
+    }
 
 
-def fault_packages(names: Sequence[str], topics: Mapping[str, int]) -> list[Any]:
+def package_table(topics: Mapping[str, int], db: str = "wrack") -> tuple[dict[str, Any], Sequence[str]]:
+    """The packages `--nemesis` may name for `db`, and what `mix` stands for."""
+    if db == "etcd":
+        return etcd_packages(), ETCD_MIX
+    return {**PACKAGES, **extra_packages(topics), **controller_packages()}, DEFAULT_MIX
+
+
+def known_packages(topics: Mapping[str, int] | None = None, db: str = "wrack") -> list[str]:
+    return sorted({*package_table(topics or {"t": 1}, db)[0], MIX})
+
+
+def fault_packages(names: Sequence[str], topics: Mapping[str, int], db: str = "wrack") -> list[Any]:
     """Packages for `--nemesis` names (ValueError naming the unknown ones)."""
-    extra = {**extra_packages(topics), **controller_packages()}
-    bad = [n for n in names if n != MIX and n not in PACKAGES and n not in extra]
+    table, mix = package_table(topics, db)
+    bad = [n for n in names if n != MIX and n not in table]
     if bad:
-        raise ValueError(f"unknown nemesis {', '.join(bad)} (known: {', '.join(known_packages(topics))})")
-    return [extra[n]() if n in extra else PACKAGES[n]() for n in expand(names)]
+        what = "nemesis" if db == "wrack" else f"nemesis for {db}"
+        raise ValueError(f"unknown {what} {', '.join(bad)} (known: {', '.join(known_packages(topics, db))})")
+    return [table[n]() for n in expand(names, mix)]
 
 
 class ScheduleGenerator(Generator):

@@ -24,7 +24,8 @@ def fault_colors(options: Mapping[str, Any]) -> dict[str, str]:
     """Fault kind -> colour for the run's nemesis packages (empty for names no longer known:
     the checkers' default colours apply)."""
     try:
-        return {p.name: p.color for p in fault_packages(list(options.get("nemesis") or []), {"t": 1})}
+        return {p.name: p.color for p in fault_packages(list(options.get("nemesis") or []), {"t": 1},
+                                                         db=options.get("db") or "wrack")}
     except ValueError:
         return {}
 

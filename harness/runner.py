@@ -4,7 +4,7 @@
 reads and extends one `Test` record, each undone on the way out whatever happens:
 
     with cluster_up(test):              # cluster, DB, nemesis; heal + collect + remove, always
-        start_brokers(test)             # a broker on every node, the workload's topics
+        start_db(test)                  # the DB on every node, the workload's topics
         with history_open(test):        # history.jsonl: its time 0 is the workload's start
             with observing(test):       # the cluster-state observer
                 run_case(test)          # workload + fault schedule, heal, final read-back
@@ -50,13 +50,14 @@ from typing import Any
 import workloads
 from broker.core.safeguards import REGISTRY as SAFEGUARDS
 from clusters.backends import BACKENDS, backend
-from clusters.db import BROKER_PORT, BrokerDB, BrokerOptions
+from clusters.db import BrokerDB, BrokerOptions, ServiceDB
+from clusters.etcd import EtcdDB
 from clusters.node import ClusterSpec
 from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
 from contracts.history import HistoryWriter
-from contracts.options import TestOptions, acks_name, check_choices
+from contracts.options import DEFAULT_WORKLOAD, TestOptions, acks_name, check_choices
 from harness import interpreter
 from harness.analysis import check_run, render_outputs
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
@@ -66,11 +67,12 @@ from nemesis.core import Nemesis
 from nemesis.guard import always_heal
 from nemesis.observer import ClusterObserver
 from nemesis.schedule import prepare as prepare_faults
-from nemesis.targets import KafkaMetadata
+from nemesis.targets import KafkaMetadata, LeaderMetadata
 from workloads.base import WorkloadOptions
 from workloads.kafka_io import create_topics
 
 FLUSH_POLICIES = ("none", "every")
+DB_WORKLOADS = {"wrack": ("queue", "log", "noop"), "etcd": ("register",)}  # the workloads each --db runs
 
 
 @dataclass
@@ -86,8 +88,13 @@ class RunOutcome:
 
 
 def test_name(o: TestOptions) -> str:
-    """The default test name: workload, acks, faults, switched-off safeguards."""
-    parts = [o.workload, f"acks{o.acks}", "+".join(o.nemesis) or "nofaults"]
+    """The default test name: workload, acks, faults, switched-off safeguards (etcd: the DB,
+    workload, read mode and faults)."""
+    workload = o.workload or DEFAULT_WORKLOAD[o.db]
+    faults = "+".join(o.nemesis) or "nofaults"
+    if o.db == "etcd":
+        return store.safe_name("-".join([o.db, workload, f"{o.etcd_reads}-reads", faults]))
+    parts = [workload, f"acks{o.acks}", faults]
     if o.safeguards_off:
         parts.append("off-" + "+".join(o.safeguards_off))
     if o.unclean_election:
@@ -108,12 +115,41 @@ def validate(o: TestOptions) -> None:
     def bad(opt: str, msg: str) -> None:
         raise InputError(f"--{opt}: {msg}")
 
-    if o.workload not in workloads.WORKLOADS:
-        bad("workload", f"unknown workload {o.workload!r} (known: {', '.join(workloads.WORKLOADS)})")
-    if o.nodes < 1:
-        bad("nodes", "at least 1")
     o.acks = acks_name(o.acks)
     check_choices(o)
+    o.workload = o.workload or DEFAULT_WORKLOAD[o.db]
+    if o.workload not in workloads.WORKLOADS:
+        bad("workload", f"unknown workload {o.workload!r} (known: {', '.join(workloads.WORKLOADS)})")
+    if o.workload not in DB_WORKLOADS[o.db]:
+        bad("workload", f"{o.workload} does not run on --db {o.db} (its workloads: {', '.join(DB_WORKLOADS[o.db])})")
+    if o.nodes < 1:
+        bad("nodes", "at least 1")
+    if o.db == "wrack":
+        _validate_broker(o, bad)
+    elif o.safeguards_off or o.unclean_election:
+        bad("safeguard-off" if o.safeguards_off else "unclean-election", f"a wrack-broker option, not for --db {o.db}")
+    for opt, v in (("time-limit", o.time_limit), ("rate", o.rate), ("nemesis-interval", o.nemesis_interval),
+                   ("recovery-time-limit", o.recovery_time_limit)):
+        if not v > 0:
+            bad(opt, f"{v} must be positive")
+    if o.test_count < 1:
+        bad("test-count", "at least 1")
+    if o.in_flight < 0:
+        bad("in-flight", f"{o.in_flight} must not be negative")
+    try:
+        gen.parse_concurrency(o.concurrency, o.nodes)
+    except ValueError as e:
+        bad("concurrency", str(e))
+    try:
+        fault_packages(o.nemesis, {"t": 1}, db=o.db)
+    except ValueError as e:
+        bad("nemesis", str(e))
+    if o.backend not in BACKENDS:
+        bad("backend", f"unknown backend {o.backend!r} (known: {', '.join(sorted(BACKENDS))})")
+
+
+def _validate_broker(o: TestOptions, bad: Callable[[str, str], None]) -> None:
+    """The options of wrack-broker's cluster (`validate`)."""
     if not 1 <= o.rf <= o.nodes:
         bad("rf", f"{o.rf} must be between 1 and the number of nodes ({o.nodes})")
     if not 1 <= o.min_isr <= o.rf:
@@ -122,30 +158,26 @@ def validate(o: TestOptions) -> None:
         bad("partitions", "at least 1")
     if o.flush_policy not in FLUSH_POLICIES and not str(o.flush_policy).isdigit():
         bad("flush-policy", f"{o.flush_policy!r} is not none, every or a number of messages")
-    for opt, v in (("time-limit", o.time_limit), ("rate", o.rate), ("nemesis-interval", o.nemesis_interval),
-                   ("recovery-time-limit", o.recovery_time_limit)):
-        if not v > 0:
-            bad(opt, f"{v} must be positive")
-    if o.test_count < 1:
-        bad("test-count", "at least 1")
     if o.controllers is not None and not 1 <= o.controllers <= o.nodes:
         bad("controllers", f"{o.controllers} must be between 1 and the number of nodes ({o.nodes})")
-    if o.in_flight < 0:
-        bad("in-flight", f"{o.in_flight} must not be negative")
-    try:
-        gen.parse_concurrency(o.concurrency, o.nodes)
-    except ValueError as e:
-        bad("concurrency", str(e))
-    try:
-        fault_packages(o.nemesis, {"t": 1})
-    except ValueError as e:
-        bad("nemesis", str(e))
-    if o.safeguards_off:
-        unknown = [s for s in o.safeguards_off if s not in SAFEGUARDS]
-        if unknown:
-            bad("safeguard-off", f"unknown safeguard {', '.join(unknown)} (known: {', '.join(sorted(SAFEGUARDS))})")
-    if o.backend not in BACKENDS:
-        bad("backend", f"unknown backend {o.backend!r} (known: {', '.join(sorted(BACKENDS))})")
+    unknown = [s for s in o.safeguards_off if s not in SAFEGUARDS]
+    if unknown:
+        bad("safeguard-off", f"unknown safeguard {', '.join(unknown)} (known: {', '.join(sorted(SAFEGUARDS))})")
+
+
+def make_db(o: TestOptions, cluster: Any) -> ServiceDB:
+    """The system under test on `cluster` (`--db`)."""
+    if o.db == "etcd":
+        return EtcdDB(cluster)
+    return BrokerDB(cluster, broker_options(o))
+
+
+def cluster_metadata(db: ServiceDB, cluster: Any, timeout: float = 5.0) -> Any:
+    """What role targets and the observer read: the brokers' Kafka metadata, or for another
+    DB its leader (`LeaderMetadata`)."""
+    if isinstance(db, BrokerDB):
+        return KafkaMetadata(db.bootstrap_servers(), timeout=timeout, active_controller=db.active_controller)
+    return LeaderMetadata([n.address for n in cluster.nodes], db.leader_address)
 
 
 def broker_options(o: TestOptions) -> Any:
@@ -201,7 +233,7 @@ class Test:
     threads: int
     timings: Timings = field(default_factory=Timings)
     cluster: Any = None
-    db: BrokerDB | None = None
+    db: ServiceDB | None = None
     nemesis: Nemesis | None = None
     collecting: _Collecting | None = None
     history: HistoryWriter | None = None
@@ -225,7 +257,7 @@ def run_test(o: TestOptions, progress: Progress | None = None,
         on_run_dir(test.run_dir)
     try:
         with cluster_up(test):
-            start_brokers(test)
+            start_db(test)
             with history_open(test):
                 with observing(test):
                     run_case(test)
@@ -261,7 +293,7 @@ def new_test(o: TestOptions, progress: Progress, campaign: dict[str, Any] | None
     if campaign is not None:
         record["campaign"] = campaign
     wl = workloads.make(o.workload, WorkloadOptions.from_test(record["options"]))
-    test = Test(o, seed, run_dir, record, progress, wl, fault_packages(o.nemesis, wl.topics()),
+    test = Test(o, seed, run_dir, record, progress, wl, fault_packages(o.nemesis, wl.topics(), db=o.db),
                 clients + wl.send_lanes())
     test.save()
     return test
@@ -277,24 +309,24 @@ def cluster_up(test: Test) -> Iterator[None]:
     opts = {"inventory": o.inventory} if o.inventory else {}
     test.cluster = backend(o.backend).create(ClusterSpec(name=test.record["cluster"]["name"], nodes=o.nodes,
                                                          transport=o.transport, options=opts))
-    test.db = BrokerDB(test.cluster, broker_options(o))
+    test.db = make_db(o, test.cluster)
     test.nemesis = Nemesis(test.cluster, test.db, test, rng=random.Random(f"{test.seed}/targets"),
-                           metadata=KafkaMetadata(test.db.bootstrap_servers(),
-                                                  active_controller=test.db.active_controller))
+                           metadata=cluster_metadata(test.db, test.cluster))
     prepare_faults(test.nemesis, test.packages)  # node-side fault machinery (LazyFS, clocks): before db.setup
     test.collecting = _Collecting(test.db, o.collect_data)
     with always_heal(test.cluster, nemesis=test.nemesis, db=test.collecting, run_dir=str(test.run_dir / "nodes")):
         yield
 
 
-def start_brokers(test: Test) -> None:
-    """Set up and start a broker on every node, wait until each accepts connections, and
-    create the workload's topics (every partition with a leader)."""
+def start_db(test: Test) -> None:
+    """Set up and start the DB on every node, wait until each accepts connections and the DB
+    serves (`prepare`), and create the workload's topics (every partition with a leader)."""
     db, nodes = test.db, test.cluster.nodes
     with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as ex:
         list(ex.map(db.setup, nodes))
         list(ex.map(db.start, nodes))
         list(ex.map(lambda n: db.wait_ready(n, 60), nodes))
+    db.prepare(60)
     topics = test.workload.topics()
     if topics:
         create_topics(db.bootstrap_servers(), topics, replication_factor=test.options.rf,
@@ -315,10 +347,12 @@ def history_open(test: Test) -> Iterator[None]:
 
 @contextmanager
 def observing(test: Test) -> Iterator[None]:
-    """The cluster-state observer (`nemesis.observer`) while the workload runs; its figures go
-    to test.json's `observer`."""
-    observer = ClusterObserver(KafkaMetadata(test.db.bootstrap_servers(), timeout=2.0,
-                                             active_controller=test.db.active_controller),
+    """The cluster-state observer (`nemesis.observer`: the broker's partitions) while the
+    workload runs; its figures go to test.json's `observer`. Other DBs are not observed."""
+    if not isinstance(test.db, BrokerDB):
+        yield
+        return
+    observer = ClusterObserver(cluster_metadata(test.db, test.cluster, timeout=2.0),
                                {n.name: n.address for n in test.cluster.nodes}, test.history).start()
     try:
         yield
@@ -344,7 +378,8 @@ def run_case(test: Test) -> None:
         steps += [PhaseMark(test, "final", "heal", o.final_time_limit), gen.clients(final)]
     nodes = test.cluster.nodes
     stats = interpreter.run(gen.on_update(wl.observe, gen.phases(*steps)), threads=test.threads,
-                            clients=lambda thread, process: wl.client(thread, process, _bootstrap_for(nodes, thread)),
+                            clients=lambda thread, process: wl.client(thread, process,
+                                                                      _bootstrap_for(test.db, nodes, thread)),
                             history=test.history, rng=random.Random(test.seed),
                             nemesis=nemesis_client(test.nemesis, test.packages), on_event=test.progress.event)
     test.timings.lap("final" if final is not None else "heal")
@@ -352,10 +387,10 @@ def run_case(test: Test) -> None:
     test.record["workload_summary"] = wl.summary()
 
 
-def _bootstrap_for(nodes: list[Any], thread: int) -> str:
-    """Every node's broker address, starting at a different node for each client thread."""
+def _bootstrap_for(db: ServiceDB, nodes: list[Any], thread: int) -> str:
+    """Every node's client address, starting at a different node for each client thread."""
     n = len(nodes)
-    return ",".join(f"{nodes[(thread + i) % n].address}:{BROKER_PORT}" for i in range(n))
+    return ",".join(db.client_address(nodes[(thread + i) % n]) for i in range(n))
 
 
 class PhaseMark(gen.Generator):

@@ -86,6 +86,22 @@ class KafkaMetadata:
         self._admin = None
 
 
+class LeaderMetadata:
+    """A `MetadataSource` for a DB without Kafka metadata (etcd): the nodes' `addresses` as
+    brokers 0..n-1 and the node at `leader()`'s address (the DB's `leader_address`) as the
+    controller (-1 when there is none); no partitions, so `{"role": "controller"}` is the
+    DB's leader and partition roles do not resolve."""
+
+    def __init__(self, addresses: Sequence[str], leader: Callable[[], str | None]):
+        self.addresses = list(addresses)
+        self.leader = leader
+
+    def __call__(self) -> Metadata:
+        addr = self.leader()
+        ctl = self.addresses.index(addr) if addr in self.addresses else -1
+        return Metadata(dict(enumerate(self.addresses)), ctl)
+
+
 def node_metadata(address: str, port: int = 9092, timeout: float = 2.0) -> Metadata:
     """What one broker's metadata cache says (a Metadata request v12 to `address`, over the
     project's raw client): librdkafka asks whichever broker it likes, and a broker cut off from

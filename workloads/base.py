@@ -1,6 +1,6 @@
 """What a workload is: topics to create, a client per process, generators, and a checker.
 
-A `Workload` (queue, log, noop) gives the runner:
+A `Workload` (queue, log, noop for the broker; register for etcd) gives the runner:
 
 - `topics() -> {name: partitions}` to create before the test;
 - `send_lanes()`: client threads beyond `opts.concurrency_threads` (0 but for the queue workload, whose

@@ -215,7 +215,7 @@ def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions 
         raise ValueError("power loss needs a DB")
     hook = find_hook(db)
     if hook is None:
-        hook = LazyFSHook(opts)
+        hook = LazyFSHook(opts, service=getattr(db, "service", "broker"))
         db.hooks.append(hook)
     passthrough: set[str] = set()  # nodes the heal switched to pass-through (and no power loss since)
 
