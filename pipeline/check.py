@@ -127,7 +127,7 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
     rows = sum(int(runs[r].get("op_rows") or 0) for r in todo)
     partitions = max(2, min(int(spark.conf.get("spark.sql.shuffle.partitions")), -(-rows // ROWS_PER_PARTITION)))
     allowed = {rid: results.allowed_for(runs[rid], allow) for rid in todo}
-    lin_ids = [r for r in todo if (runs[r].get("workload") or "queue") == "log"]
+    lin_ids = [r for r in todo if (runs[r].get("workload") or "queue") in lin_checks.MODELS]
     queue_ids = [r for r in todo if r not in set(lin_ids)]
     ops = _only(store.spark_read(spark, out, "ops"), todo, everything)
 
@@ -174,11 +174,12 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
     lin: dict[str, dict[str, Any]] = {}
     if lin_ids:
         lops = _only(ops, lin_ids, False)
-        got = timed("linearizability", lambda: lin_checks.lin_results(lops, time_limit).collect())
+        workloads = {r: runs[r]["workload"] for r in lin_ids}
+        got = timed("linearizability", lambda: lin_checks.lin_results(lops, time_limit, workloads).collect())
         per_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in got:
             per_run[r["run_id"]].append(r.asDict())
-        lin = {rid: lin_checks.merge(per_run.get(rid, [])) for rid in lin_ids}
+        lin = {rid: lin_checks.merge(per_run.get(rid, []), lin_checks.MODELS[workloads[rid]]) for rid in lin_ids}
         store.write_table(out, "anomalies", [
             {"run_id": rid, "source": "pipeline", "type": t, "allowed": t in allowed[rid],
              "key": str(ex.get("key")), "value": None, "op_index": _lin_op(ex), "time": None,

@@ -1,9 +1,11 @@
 """Per-key linearizability on Spark: `applyInPandas` over (run, key) calling checkers.linearizable.
 
-For runs of the `log` workload (per-key `send` -> offset and `read` at an offset, see
-workloads/log.py), every (run, key) group of `ops` rows is rebuilt into its events (the
-`raw` column keeps the invoke and completion values) and checked by
-`checkers.linearizable.check_events(events, "log")` on an executor: keys are independent
+For runs of the workloads checked for linearizability (`MODELS`: the broker's `log`
+workload, per-key `send` -> offset and `read` at an offset, workloads/log.py; etcd's
+`register`, per-key read / write / compare-and-set, workloads/register.py), every (run, key)
+group of `ops` rows is rebuilt into its events (the `raw` column keeps the invoke and
+completion values) and checked by `checkers.linearizable.check_events(events, model)`
+with the run's model on an executor: keys are independent
 (P-compositionality), so the fan-out is exact. `merge` folds the per-key results of a
 run into the linearizable checker's result object: invalid if any key is, else unknown
 if any key hit the time limit, else valid. Unlike the single-process checker, which
@@ -26,7 +28,8 @@ from contracts.errors import InputError
 from pipeline.schemas import verdict_str
 
 RESULT_SCHEMA = "run_id string, key string, valid string, ops long, result string, seconds double"
-MODEL = "log"
+MODELS = {"log": "log", "register": "cas-register"}  # workload -> the linearizable checker's model
+FUNCTIONS = {"log": ("send", "read"), "register": ("read", "write", "cas")}  # the ops each model checks
 
 
 def events_of(rows: pd.DataFrame) -> list[dict[str, Any]]:
@@ -47,12 +50,12 @@ def events_of(rows: pd.DataFrame) -> list[dict[str, Any]]:
     return evs
 
 
-def check_group(time_limit: float | None, pdf: pd.DataFrame) -> pd.DataFrame:
+def check_group(time_limit: float | None, pdf: pd.DataFrame, model: str = "log") -> pd.DataFrame:
     """applyInPandas body: one (run, key) group of ops rows to one result row."""
     t0 = time.perf_counter()
     run_id, key = pdf["run_id"].iloc[0], pdf["key"].iloc[0]
     try:
-        res = check_events(events_of(pdf), MODEL, time_limit=time_limit)
+        res = check_events(events_of(pdf), model, time_limit=time_limit)
     except InputError as e:
         res = {"valid": "unknown", "anomaly_types": [], "anomalies": {}, "error": f"bad input: {e}"}
     return pd.DataFrame([{"run_id": run_id, "key": key, "valid": verdict_str(res.get("valid")),
@@ -60,19 +63,22 @@ def check_group(time_limit: float | None, pdf: pd.DataFrame) -> pd.DataFrame:
                           "seconds": time.perf_counter() - t0}])
 
 
-def lin_results(ops: DataFrame, time_limit: float | None) -> DataFrame:
-    """One row per (run, key) of the log-workload ops in `ops`: the key's linearizability."""
+def lin_results(ops: DataFrame, time_limit: float | None, workloads: dict[str, str] | None = None) -> DataFrame:
+    """One row per (run, key) of the ops in `ops` of runs whose workload (`workloads`: run id ->
+    workload, default `log`) has a model in `MODELS`: the key's linearizability."""
+    workloads = dict(workloads or {})
     cols = ["run_id", "key", "process", "f", "type", "index", "time", "ret_index", "ret_time", "error", "raw"]
-    rows = ops.where(F.col("mop").isNull() & F.col("key").isNotNull() & F.col("f").isin("send", "read")
-                     ).select(*cols)
+    fs = sorted({f for w in {*workloads.values(), "log"} for f in FUNCTIONS[w]})
+    rows = ops.where(F.col("mop").isNull() & F.col("key").isNotNull() & F.col("f").isin(*fs)).select(*cols)
 
     def body(pdf: pd.DataFrame) -> pd.DataFrame:
-        return check_group(time_limit, pdf)
+        workload = workloads.get(pdf["run_id"].iloc[0], "log")
+        return check_group(time_limit, pdf[pdf["f"].isin(FUNCTIONS[workload])], MODELS[workload])
 
     return rows.groupBy("run_id", "key").applyInPandas(body, RESULT_SCHEMA)
 
 
-def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def merge(rows: Iterable[dict[str, Any]], model: str = "log") -> dict[str, Any]:
     """The per-key results of one run as one linearizable result object."""
     rows = sorted(rows, key=lambda r: r["key"])
     results = [json.loads(r["result"]) for r in rows]
@@ -83,7 +89,7 @@ def merge(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         valid = "unknown"
     else:
         valid = True
-    out: dict[str, Any] = {"valid": valid, "checker": "linearizable", "model": MODEL,
+    out: dict[str, Any] = {"valid": valid, "checker": "linearizable", "model": model,
                            "ops": sum(int(r.get("ops") or 0) for r in results), "partitions": len(rows),
                            "configs": sum(int(r.get("configs") or 0) for r in results),
                            "anomaly_types": [], "anomalies": {},

@@ -276,3 +276,44 @@ def test_regressions_against_a_baseline():
     assert reg["cells"] == [{"config": "A", "baseline_runs": 2, "runs": 2, "regressed_runs": 1}]
     assert reg["anomaly_rate_up"] == [{"config": "A", "baseline_anomaly_rate": 0.0, "anomaly_rate": 0.5}]
     assert reg["compared_cells"] == 2
+
+
+def _register_run(root: Path, name: str, stale: bool) -> Path:
+    """A run folder of etcd's register workload: two keys, concurrent writes, compare-and-sets
+    (one failing its compare) and reads; with `stale`, a read of key 1 returns the value a
+    completed write had already replaced."""
+    ev: list[dict[str, Any]] = []
+    ev += _op(0, "write", [0, 1], "ok", [0, 1])
+    ev += _op(1, "cas", [0, [1, 2]], "ok", [0, [1, 2]])
+    ev += _op(2, "cas", [0, [1, 3]], "fail", [0, [1, 3]])
+    ev += _op(3, "read", [0, None], "ok", [0, 2])
+    ev += _op(0, "write", [1, 4], "ok", [1, 4])
+    ev += _op(1, "write", [1, 0], "ok", [1, 0])
+    ev += _op(2, "read", [1, None], "ok", [1, 4 if stale else 0])
+    ev += _op(3, "write", [1, 2], "info", [1, 2], error="timeout")
+    for i, e in enumerate(ev):
+        e["index"], e["time"] = i, i * 1000
+    run = root / name / "20260101T000000.000"
+    run.mkdir(parents=True)
+    write_history(run / "history.jsonl", ev)
+    (run / "test.json").write_text(json.dumps({
+        "name": name, "run_id": f"{name}/20260101T000000.000", "start": "2026-01-01T00:00:00+00:00",
+        "end": "2026-01-01T00:00:01+00:00", "seed": 1,
+        "options": {"db": "etcd", "workload": "register", "nemesis": ["partition"], "nodes": 3}}))
+    return run
+
+
+def test_etcd_register_runs_are_checked_with_the_cas_register_model(spark, tmp_path):
+    results = tmp_path / "results"
+    runs = {name: _register_run(results, name, stale) for name, stale in (("reg-ok", False), ("reg-stale", True))}
+    out = str(tmp_path / "pq")
+    assert ingest(spark, [str(results)], out).ingested == 2
+    got = check(spark, out).results
+    for name, run in runs.items():
+        res = got[f"{name}/20260101T000000.000"]
+        ref = check_events(read_events(run / "history.jsonl"), "cas-register")
+        assert res["checker"] == "linearizable" and res["model"] == "cas-register"
+        assert res["valid"] is ref["valid"] is (name == "reg-ok") and res["ops"] == ref["ops"]
+    bad = got["reg-stale/20260101T000000.000"]
+    assert bad["anomaly_types"] == ["nonlinearizable"]
+    assert {str(ex["key"]) for ex in bad["anomalies"]["nonlinearizable"]} == {"1"}
