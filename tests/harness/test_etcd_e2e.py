@@ -44,7 +44,7 @@ def leftovers(cluster: str) -> list[str]:
 
 def test_etcd_is_linearizable_under_partitions_kills_and_pauses(tmp_path):
     rc, line, run = wrack_test(tmp_path, "--nodes", "5", "--nemesis", "partition,kill,pause,kill-leader",
-                               "--nemesis-interval", "5", "--time-limit", "30", "--seed", "1")
+                               "--nemesis-interval", "4", "--time-limit", "20", "--seed", "1")
     res = json.loads((run / "results.json").read_text())
     test = json.loads((run / "test.json").read_text())
     assert rc == 0 and line["verdict"] == "valid", res.get("anomaly_types")
@@ -61,7 +61,7 @@ def test_etcd_is_linearizable_under_partitions_kills_and_pauses(tmp_path):
 
 def test_serializable_reads_on_a_cut_off_minority_are_caught_stale(tmp_path):
     rc, line, run = wrack_test(tmp_path, "--nodes", "5", "--etcd-reads", "serializable", "--nemesis", "partition",
-                               "--nemesis-interval", "6", "--time-limit", "30", "--seed", "2")
+                               "--nemesis-interval", "5", "--time-limit", "20", "--seed", "2")
     res = json.loads((run / "results.json").read_text())
     assert rc == 1 and line["verdict"] == "invalid", res.get("anomaly_types")
     assert res["anomaly_types"] == ["nonlinearizable"]
@@ -72,7 +72,7 @@ def test_serializable_reads_on_a_cut_off_minority_are_caught_stale(tmp_path):
 @pytest.mark.skipif(not can_run_docker(), reason="no Docker daemon answers")
 def test_etcd_on_docker_is_linearizable_under_kills(tmp_path):
     rc, line, run = wrack_test(tmp_path, "--backend", "docker", "--nodes", "3", "--nemesis", "kill",
-                               "--nemesis-interval", "4", "--time-limit", "15", "--seed", "3", timeout=900)
+                               "--nemesis-interval", "4", "--time-limit", "10", "--seed", "3", timeout=900)
     res = json.loads((run / "results.json").read_text())
     assert rc == 0 and line["verdict"] == "valid", res.get("anomaly_types")
     test = json.loads((run / "test.json").read_text())

@@ -310,3 +310,28 @@ def test_lossy_stories_keep_their_losses_apart():
     assert nem.last_lossy is not None and spacings() == []  # the first loss waits for nothing
     nem.invoke(FaultOp("lrs"))  # right after: waits until LOSSY_GAP_S after the previous loss
     assert len(spacings()) == 1 and 0 < spacings()[0] <= stories.LOSSY_GAP_S * stories.TIME_SCALE
+
+
+class VoterDB(ModelDB):
+    def controller_nodes(self) -> list[StandInNode]:
+        return [StandInNode(n) for n in ("n1", "n2", "n3")]
+
+
+def test_wipe_follower_prefers_a_leader_outside_the_controller_quorum():
+    """Cut from the active controller, a leader that is a voter calls an election and may
+    become the controller: its proposal is never held, and the stale broker epoch never
+    reaches the controller. The story picks a partition led by a non-voter when there is one."""
+    ids = {f"n{i}": i - 1 for i in range(1, 6)}
+
+    def md() -> Metadata:
+        parts = {("t", 0): PartitionInfo(ids["n2"], [ids[n] for n in ("n2", "n4", "n5")], [ids[n] for n in ("n2", "n4", "n5")]),
+                 ("t", 1): PartitionInfo(ids["n4"], [ids[n] for n in ("n4", "n5", "n2")], [ids[n] for n in ("n4", "n5", "n2")])}
+        return Metadata({i - 1: f"10.0.0.{i}" for i in range(1, 6)}, 0, parts)
+
+    nem = Nemesis(StandInCluster(), VoterDB(Model()), Events(), rng=random.Random(1), metadata=md)  # type: ignore[arg-type]
+    story = stories.Story(nem, "wipe-follower")
+    assert story.voters() == {"n1", "n2", "n3"}
+    tp, v = story.choose([("t", 0), ("t", 1)], 2, prefer_leader_not=story.voters())
+    assert tp == ("t", 1) and v.leader == "n4"
+    assert story.choose([("t", 0)], 2, prefer_leader_not=story.voters())[0] == ("t", 0)  # only a voter leads: that one
+    assert stories.Story(model_nemesis(Model())[0], "x").voters() == set()  # a DB without a quorum
