@@ -57,7 +57,7 @@ from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
 from contracts.history import HistoryWriter
-from contracts.options import DEFAULT_WORKLOAD, TestOptions, acks_name, check_choices
+from contracts.options import DEFAULT_WORKLOAD, DEFAULTS, TestOptions, acks_name, check_choices
 from harness import interpreter
 from harness.analysis import check_run, render_outputs
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
@@ -95,6 +95,8 @@ def test_name(o: TestOptions) -> str:
     if o.db == "etcd":
         return store.safe_name("-".join([o.db, workload, f"{o.etcd_reads}-reads", faults]))
     parts = [workload, f"acks{o.acks}", faults]
+    if o.min_isr != DEFAULTS.min_isr:
+        parts.insert(2, f"minisr{o.min_isr}")
     if o.safeguards_off:
         parts.append("off-" + "+".join(o.safeguards_off))
     if o.unclean_election:

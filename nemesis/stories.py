@@ -53,22 +53,33 @@ class Story:
     # ------------------------------------------------------------------ reading roles
 
     def view(self, tp: TP) -> PartitionView:
-        """The partition's roles as the controller's node sees them (its broker's cache is fed
-        by the controller in the same process; librdkafka may ask a broker a story cut off,
-        whose cache is stale), else as the Nemesis's metadata source says. `controller` is the
-        node the DB runs the controller on (the Metadata answer names the answering broker)."""
+        """The partition's roles as the active controller's node sees them (its broker's cache
+        is fed by the controller in the same process; librdkafka may ask a broker a story cut
+        off, whose cache is stale: seen as lrs waiting 30 s for an ISR shrink that had
+        happened), else as the Nemesis's metadata source says. `controller` is that node (a
+        broker's Metadata answer names the answering broker)."""
         addrs = {n.name: n.address for n in self.nem.cluster.nodes}
         if self.nem.metadata is None:
             raise StoryError("stories need the cluster's metadata (Nemesis(metadata=...))")
         md = None
-        ctl = self.nem.controller_nodes()
-        if ctl and ctl[0] not in self.paused:
+        ctl = self.active_controller(addrs)
+        if ctl is not None and ctl not in self.paused:
             try:
-                md = node_metadata(addrs[ctl[0]])
+                md = node_metadata(addrs[ctl])
             except OSError:
                 md = None
         v = partition_view(md or self.nem.metadata(), tp[0], tp[1], addrs)
-        return replace(v, controller=ctl[0]) if len(ctl) == 1 else v
+        return replace(v, controller=ctl) if ctl is not None else v
+
+    def active_controller(self, addrs: dict[str, str]) -> str | None:
+        """The node of the controller: the only one the DB runs, or the quorum's leader (the
+        DB's `active_controller`, an address), None when unknown."""
+        ctl = self.nem.controller_nodes()
+        if len(ctl) == 1:
+            return ctl[0]
+        active = getattr(self.nem.db, "active_controller", None)
+        addr = active() if active is not None else None
+        return next((n for n, a in addrs.items() if a == addr), None) if addr else None
 
     def choose(self, candidates: Sequence[TP], followers: int, wait: float = 15.0,
                prefer_leader_not: Collection[str] = ()) -> tuple[TP, PartitionView]:

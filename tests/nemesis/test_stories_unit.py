@@ -335,3 +335,28 @@ def test_wipe_follower_prefers_a_leader_outside_the_controller_quorum():
     assert tp == ("t", 1) and v.leader == "n4"
     assert story.choose([("t", 0)], 2, prefer_leader_not=story.voters())[0] == ("t", 0)  # only a voter leads: that one
     assert stories.Story(model_nemesis(Model())[0], "x").voters() == set()  # a DB without a quorum
+
+
+def test_the_view_asks_the_active_controllers_node_not_whichever_broker(monkeypatch):
+    """With a controller quorum, a story reads the partition from the broker beside the
+    active controller: librdkafka may ask a broker the story cut off, whose cache is stale."""
+    m = Model()
+    stale = m.metadata()  # what an isolated broker still says: the full ISR
+    m.cut = {"n3", "n4"}
+    fresh = m.metadata()
+    asked: list[str] = []
+
+    def node_md(address: str, **kw: Any) -> Metadata:
+        asked.append(address)
+        return fresh
+
+    class QuorumDB(ModelDB):
+        def active_controller(self) -> str:
+            return "10.0.0.3"
+
+    monkeypatch.setattr(stories, "node_metadata", node_md)
+    nem = Nemesis(StandInCluster(), QuorumDB(m), Events(), rng=random.Random(1), metadata=lambda: stale)  # type: ignore[arg-type]
+    v = stories.Story(nem, "lrs").view(("t", 0))
+    assert asked == ["10.0.0.3"] and v.isr == ["n2"] and v.controller == "n3"
+    no_quorum = Nemesis(StandInCluster(), ModelDB(m), Events(), rng=random.Random(1), metadata=lambda: stale)  # type: ignore[arg-type]
+    assert stories.Story(no_quorum, "lrs").view(("t", 0)).isr == ["n2", "n3", "n4"]  # nobody to ask: the source
