@@ -58,6 +58,7 @@ class RunData:
     faults: list[dict[str, Any]] = field(default_factory=list)  # fault windows (kind, start s, stop s, value)
     nemesis_errors: list[dict[str, Any]] = field(default_factory=list)  # failed fault actions, heal errors
     ops: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # op index -> its events
+    counterexample: str | None = None  # the linearizability counterexample's page, relative to the run
 
 
 def verdict_word(valid: Any) -> str:
@@ -90,8 +91,10 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
             for log in sorted(node.glob("*.log")):
                 logs[f"{node.name}/{log.name}"] = _tail(log, LOG_TAIL_LINES)
     faults, nem_errors, ops = _scan_history(d / "history.jsonl", _example_indices(results))
+    cx = "plots/linearizability.html"
     return RunData(test=test, results=results, plots=plots, timeline_fragment=timeline, logs=logs,
-                   run_dir=str(d), faults=faults, nemesis_errors=nem_errors, ops=ops)
+                   run_dir=str(d), faults=faults, nemesis_errors=nem_errors, ops=ops,
+                   counterexample=cx if (d / cx).is_file() else None)
 
 
 MAX_OPS_SHOWN = 400
@@ -107,7 +110,8 @@ def _example_indices(results: dict[str, Any] | None) -> set[int]:
             if not isinstance(e, dict):
                 continue
             for k in ("ops", "op_indices", "indices"):
-                for i in e.get(k) or []:
+                named = e.get(k)
+                for i in named if isinstance(named, list) else []:  # the linearizable checker's `ops` is a count
                     if isinstance(i, int) and len(out) < MAX_OPS_SHOWN:
                         out.add(i)
                     elif isinstance(i, dict) and isinstance(i.get("index"), int) and len(out) < MAX_OPS_SHOWN:
@@ -247,6 +251,7 @@ def render_report(data: RunData) -> str:
         allowed=sorted(allowed),
         plots=plots,
         timeline_fragment=data.timeline_fragment,
+        counterexample=data.counterexample,
         logs=data.logs,
         other_results=other,
         run_dir=data.run_dir,
