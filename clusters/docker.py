@@ -200,7 +200,9 @@ class DockerNode(Node):
         return out
 
     def fetch_tree(self, remote: str, local: str | os.PathLike[str]) -> bool:
-        code, out, _ = self._run(["sh", "-c", 'test -d "$1" && tar -C "$1" -cf - .', "fetch", remote],
+        # gzip: a data directory holds preallocated files (etcd's 64 MB WAL segments) that are
+        # mostly zeros, and the exec stream is slow (uncompressed: minutes per node)
+        code, out, _ = self._run(["sh", "-c", 'test -d "$1" && tar -C "$1" -czf - .', "fetch", remote],
                                  timeout=300, env=None, input=None)
         if code != 0:
             return False

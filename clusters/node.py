@@ -186,7 +186,7 @@ class Node(ABC):
 
     def fetch_tree(self, remote: str, local: str | os.PathLike[str]) -> bool:
         """Copy the directory `remote` (recursively) into `local`; False if it does not exist."""
-        res = self.sh(f"test -d {shlex.quote(remote)} && tar -C {shlex.quote(remote)} -cf - . | base64 -w0",
+        res = self.sh(f"test -d {shlex.quote(remote)} && tar -C {shlex.quote(remote)} -czf - . | base64 -w0",
                       check=False, timeout=300)
         if res.exit_code != 0:
             return False

@@ -54,7 +54,7 @@ def test_etcd_is_linearizable_under_partitions_kills_and_pauses(tmp_path):
     assert {"read:ok", "write:ok", "cas:ok", "cas:fail"} <= set(test["ops"]), test["ops"]
     faults = {e["f"] for e in map(json.loads, (run / "history.jsonl").read_text().splitlines())
               if e.get("process") == "nemesis"}
-    assert {"start-partition", "kill", "pause"} <= faults, faults
+    assert {"start-partition", "kill", "final-heal"} <= faults, faults
     assert (run / "nodes" / "n1" / "etcd.log").stat().st_size > 0
     assert leftovers(test["cluster"]["name"]) == []
 
