@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from harness_testlib import wrack_bin
 
-from contracts.options import TestOptions
+from contracts import options
 from harness import runner
 from harness.faults import ETCD_MIX, fault_packages
 from nemesis.targets import LeaderMetadata, resolve
@@ -33,13 +33,13 @@ def test_bad_etcd_input_is_one_line_and_254(tmp_path, args, named):
 
 
 def test_etcd_defaults_to_the_register_workload_and_its_own_mix():
-    o = TestOptions(db="etcd")
+    o = options.TestOptions(db="etcd")
     runner.validate(o)
     assert o.workload == "register"
     assert [p.name for p in fault_packages(o.nemesis, {}, db="etcd")] == list(ETCD_MIX)
-    assert runner.test_name(TestOptions(db="etcd", etcd_reads="serializable", nemesis=["partition"])) == \
+    assert runner.test_name(options.TestOptions(db="etcd", etcd_reads="serializable", nemesis=["partition"])) == \
         "etcd-register-serializable-reads-partition"
-    o = TestOptions()
+    o = options.TestOptions()
     runner.validate(o)
     assert o.workload == "queue"
 
