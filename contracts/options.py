@@ -119,6 +119,11 @@ class TestOptions:
 
 DEFAULTS = TestOptions()
 DEFAULT_WORKLOAD = {"wrack": "queue", "etcd": "register"}  # --workload when not given, by --db
+
+
+def workload_of(o: TestOptions) -> str:
+    """The workload `o` runs: `--workload`, else its DB's default (`DEFAULT_WORKLOAD`)."""
+    return o.workload or DEFAULT_WORKLOAD[o.db]
 SPEC: tuple[Field, ...] = fields(TestOptions)
 _BY_NAME = {f.name: f for f in SPEC}
 

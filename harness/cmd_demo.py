@@ -23,7 +23,7 @@ from typing import Any
 
 from contracts.errors import EXIT_INVALID, EXIT_VALID, InputError
 from contracts.history import read_events
-from contracts.options import DEFAULT_WORKLOAD
+from contracts.options import workload_of
 from harness.cmd_test import add_test_options, options_from_args, print_outcome
 from harness.progress import Progress
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.runner import run_test
 
     o = options_from_args(args)
-    sys.stderr.write(f"wrack demo: {o.nodes}-node local cluster, {o.workload or DEFAULT_WORKLOAD[o.db]} workload, acks={o.acks}, "
+    sys.stderr.write(f"wrack demo: {o.nodes}-node local cluster, {workload_of(o)} workload, acks={o.acks}, "
                      f"faults {','.join(o.nemesis) or 'none'}, {o.time_limit:g} s\n")
     out = run_test(o, Progress(enabled=not args.quiet))
     print_outcome(out, False)

@@ -57,7 +57,7 @@ from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
 from contracts.history import HistoryWriter
-from contracts.options import DEFAULT_WORKLOAD, DEFAULTS, TestOptions, acks_name, check_choices
+from contracts.options import DEFAULTS, TestOptions, acks_name, check_choices, workload_of
 from harness import interpreter
 from harness.analysis import check_run, render_outputs
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
@@ -90,7 +90,7 @@ class RunOutcome:
 def test_name(o: TestOptions) -> str:
     """The default test name: workload, acks, faults, switched-off safeguards (etcd: the DB,
     workload, read mode and faults)."""
-    workload = o.workload or DEFAULT_WORKLOAD[o.db]
+    workload = workload_of(o)
     faults = "+".join(o.nemesis) or "nofaults"
     if o.db == "etcd":
         return store.safe_name("-".join([o.db, workload, f"{o.etcd_reads}-reads", faults]))
@@ -119,7 +119,7 @@ def validate(o: TestOptions) -> None:
 
     o.acks = acks_name(o.acks)
     check_choices(o)
-    o.workload = o.workload or DEFAULT_WORKLOAD[o.db]
+    o.workload = workload_of(o)
     if o.workload not in workloads.WORKLOADS:
         bad("workload", f"unknown workload {o.workload!r} (known: {', '.join(workloads.WORKLOADS)})")
     if o.workload not in DB_WORKLOADS[o.db]:

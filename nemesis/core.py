@@ -140,12 +140,12 @@ class Nemesis:
         return resolve(spec, names, self.rng, addresses=addrs, metadata=self.metadata)
 
     def controller_nodes(self) -> list[str]:
-        """The nodes that run the controller (the DB's first `opts.controllers` nodes), or []
-        when the DB does not say. (A broker's Metadata answer names itself as controller:
+        """The nodes that run a controller (the DB's `controller_nodes`: the quorum's voters), or
+        [] when the DB has none. (A broker's Metadata answer names itself as controller:
         `KafkaMetadata(active_controller=db.active_controller)` corrects role targets; the
         fault stories, which read one broker's answer directly, use this.)"""
-        k = getattr(getattr(self.db, "opts", None), "controllers", None)
-        return self.names[: max(1, k)] if isinstance(k, int) else []
+        nodes = getattr(self.db, "controller_nodes", None)
+        return [n.name for n in nodes()] if nodes is not None else []
 
     # ----------------------------------------------------------------- partitions
 

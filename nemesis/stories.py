@@ -112,9 +112,8 @@ class Story:
                          f"now ({'; '.join(seen)})")
 
     def voters(self) -> set[str]:
-        """The nodes of the controller quorum (the DB's `controller_nodes`; none if it has none)."""
-        nodes = getattr(self.nem.db, "controller_nodes", None)
-        return {n.name for n in nodes()} if nodes is not None else set()
+        """The nodes of the controller quorum (none if the DB has none)."""
+        return set(self.nem.controller_nodes())
 
     # ------------------------------------------------------------------ steps
 

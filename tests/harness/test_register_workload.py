@@ -86,25 +86,25 @@ class LocalEtcd:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture
-def etcd() -> Iterator[LocalEtcd]:
+def running_etcd() -> Iterator[LocalEtcd]:
+    """A ready member, removed afterwards whatever happens (the fixtures' body)."""
     e = LocalEtcd()
     try:
         e.wait_ready()
         yield e
     finally:
         e.remove()
+
+
+@pytest.fixture
+def etcd() -> Iterator[LocalEtcd]:
+    yield from running_etcd()
 
 
 @pytest.fixture(scope="module")
 def shared_etcd() -> Iterator[LocalEtcd]:
     """One member for the semantics tests (each uses its own keys)."""
-    e = LocalEtcd()
-    try:
-        e.wait_ready()
-        yield e
-    finally:
-        e.remove()
+    yield from running_etcd()
 
 
 def client(url: str, reads: str = "linearizable", timeout: float = 5.0) -> RegisterClient:
