@@ -86,8 +86,10 @@ class Story:
         """The first candidate with a leader, at least `followers` ISR followers and no replica
         on the controller's node (a story stops, crashes or isolates replicas: the controller
         must stay out of it), waiting up to `wait` s for one (the ISRs refill after an earlier
-        fault); among those, the first whose leader is not in `prefer_leader_not` if any;
-        StoryError if none comes."""
+        fault). Among those, the first that is `quorum_safe` (a story takes down up to all
+        replicas but one: with two voters among them, the quorum of three is lost and no
+        election follows; seen as hw-truncation's C never elected), then whose leader is not
+        in `prefer_leader_not`; StoryError if none comes."""
         deadline = time.monotonic() + wait * TIME_SCALE
         seen: list[str] = []
         while True:
@@ -104,12 +106,19 @@ class Story:
                 else:
                     seen.append(f"{tp[0]}-{tp[1]}: leader {v.leader}, isr {v.isr}, controller {v.controller}")
             if fit:
-                return next((x for x in fit if x[1].leader not in prefer_leader_not), fit[0])
+                rank = lambda x: (not self.quorum_safe(x[1]), x[1].leader in prefer_leader_not)  # noqa: E731
+                return min(fit, key=rank)
             if time.monotonic() >= deadline:
                 break
             time.sleep(POLL_S)
         raise StoryError(f"no partition without a controller replica has a leader and {followers} ISR followers "
                          f"now ({'; '.join(seen)})")
+
+    def quorum_safe(self, v: PartitionView) -> bool:
+        """Whether the controller quorum keeps a majority with every replica of `v` down:
+        the voters among the replicas are at most the quorum's spare (1 of 3, 2 of 5)."""
+        voters = self.voters()
+        return not voters or len(voters & set(v.replicas)) <= len(voters) - (len(voters) // 2 + 1)
 
     def voters(self) -> set[str]:
         """The nodes of the controller quorum (none if the DB has none)."""

@@ -337,6 +337,28 @@ def test_wipe_follower_prefers_a_leader_outside_the_controller_quorum():
     assert stories.Story(model_nemesis(Model())[0], "x").voters() == set()  # a DB without a quorum
 
 
+def test_stories_prefer_a_partition_whose_replicas_leave_the_quorum_a_majority():
+    """hw-truncation stops the leader and kills B: with both of them voters the quorum of
+    three has one member left and C is never elected. A partition with at most one voter
+    among its replicas comes first, whatever its leader."""
+    ids = {f"n{i}": i - 1 for i in range(1, 6)}
+
+    def md() -> Metadata:
+        two = [ids[n] for n in ("n2", "n3", "n4")]
+        one = [ids[n] for n in ("n4", "n3", "n5")]
+        return Metadata({i - 1: f"10.0.0.{i}" for i in range(1, 6)}, 0,
+                        {("t", 0): PartitionInfo(two[0], two, two), ("t", 1): PartitionInfo(one[0], one, one)})
+
+    nem = Nemesis(StandInCluster(), VoterDB(Model()), Events(), rng=random.Random(1), metadata=md)  # type: ignore[arg-type]
+    story = stories.Story(nem, "hw-truncation")
+    v0, v1 = story.view(("t", 0)), story.view(("t", 1))
+    assert not story.quorum_safe(v0) and story.quorum_safe(v1)
+    assert story.choose([("t", 0), ("t", 1)], 2)[0] == ("t", 1)
+    assert story.choose([("t", 0), ("t", 1)], 2, prefer_leader_not={"n4"})[0] == ("t", 1)  # safety first
+    assert story.choose([("t", 0)], 2)[0] == ("t", 0)  # none safe: the first that fits
+    assert stories.Story(model_nemesis(Model())[0], "x").quorum_safe(v0)  # no quorum: nothing to keep
+
+
 def test_the_view_asks_the_active_controllers_node_not_whichever_broker(monkeypatch):
     """With a controller quorum, a story reads the partition from the broker beside the
     active controller: librdkafka may ask a broker the story cut off, whose cache is stale."""

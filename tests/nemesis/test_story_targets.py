@@ -28,3 +28,16 @@ def test_every_possible_active_controller_leaves_a_partition_to_play_on():
         for controller in range(default_controllers(nodes)):
             free = [r for r in placement if controller not in r]
             assert free, f"{nodes} nodes, active controller {controller}: every partition has a replica on it"
+
+
+def test_the_default_cluster_leaves_a_partition_whose_loss_keeps_the_quorum():
+    """A story may take down every replica but one: on the default cluster some partition
+    the active controller has no replica of holds at most the quorum's spare voters, so the
+    story's elections still happen (Story.quorum_safe)."""
+    nodes = DEFAULTS.nodes
+    voters = set(range(default_controllers(nodes)))
+    spare = len(voters) - (len(voters) // 2 + 1)
+    placement = default_placement(nodes)
+    for controller in voters:
+        safe = [r for r in placement if controller not in r and len(voters & set(r)) <= spare]
+        assert safe, f"active controller {controller}: every free partition holds {spare + 1}+ voters"
