@@ -37,8 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from broker.wire import internal
 from clusters.node import Cluster, DaemonSpec, Node, NodeError
 
+TEST_REPLICA_LAG_TIME_MAX_MS = 10_000
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
 
@@ -69,7 +71,8 @@ def broker_properties(cluster: Cluster, node: Node, opts: BrokerOptions, data_di
     """The properties of `node`'s broker: node.id is its position (unless `node_ids`
     overrides it: membership gives a re-added node a fresh id), the first
     `opts.controllers` nodes (default `default_controllers`) are also controllers, voters of
-    the quorum (KRaft-style combined mode)."""
+    the quorum (KRaft-style combined mode). `replica.lag.time.max.ms` is
+    TEST_REPLICA_LAG_TIME_MAX_MS unless `opts.extra` sets it."""
     ids = {n.name: i for i, n in enumerate(cluster.nodes)}
     ids.update(node_ids or {})
     nid = ids[node.name]
@@ -89,6 +92,9 @@ def broker_properties(cluster: Cluster, node: Node, opts: BrokerOptions, data_di
         "log.dirs": data_dir,
         "min.insync.replicas": str(opts.min_insync_replicas),
         "default.replication.factor": str(min(opts.replication_factor, len(cluster.nodes))),
+        # Kafka's default before 2.5 (30 s since, KIP-537): a lagging follower leaves the
+        # ISR within a test's fault window, so the stories built on ISR shrinks fit a run
+        "replica.lag.time.max.ms": str(TEST_REPLICA_LAG_TIME_MAX_MS),
     }
     if opts.flush_interval_messages is not None:
         props["log.flush.interval.messages"] = str(opts.flush_interval_messages)
@@ -282,6 +288,15 @@ class BrokerDB(ServiceDB):
                 best = (epoch, leader)
         node = by_id.get(best[1])
         return node.address if node is not None and self.running(node) else None
+
+    def frame_head(self, message: str) -> bytes:
+        """The head of the broker's inter-node frames carrying `message` (a class name of
+        broker/wire/internal.py's MESSAGES, e.g. AlterPartitionRequest), for a fault that
+        holds them in the network; ValueError if no such message travels."""
+        types = {t.__name__: t for t in internal.MESSAGES}
+        if message not in types:
+            raise ValueError(f"no inter-node message {message!r} (known: {', '.join(sorted(types))})")
+        return internal.frame_head(types[message])
 
     def leader_address(self) -> str | None:
         """The active controller's node (the broker's cluster-wide leader)."""

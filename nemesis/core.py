@@ -14,6 +14,9 @@ history (docs/ARCHITECTURE.md). Built-in fs (paired by `contracts.history.fault_
   one-way drop of all packets (the requests get through, the answers do not); with
   "min_bytes": N only packets of at least N bytes are dropped (answers that carry data);
   with "keep": true the rules are added to the partition in force instead of replacing it;
+  with "frame": MESSAGE only the TCP segments that start a frame of that message type are
+  dropped (the DB's `frame_head`): that request is held in the network, its sender's
+  retries too, until the rule goes, while the rest of the link's traffic flows;
 - `kill` / `start` (TARGET, default "all" for start), `pause` / `resume` (likewise);
 - `stop` (TARGET): a clean stop (SIGTERM: the broker's controlled shutdown), kept down until
   a `start` (the heal starts it);
@@ -184,14 +187,23 @@ class Nemesis:
     def _start_partition(self, spec: Any) -> dict[str, Any]:
         g = self.grudge_for(spec)
         new_only = isinstance(spec, dict) and "one-way" in spec
-        min_bytes = spec.get("min_bytes") if isinstance(spec, dict) and "drop" in spec else None
-        keep = isinstance(spec, dict) and "drop" in spec and spec.get("keep")
+        raw = isinstance(spec, dict) and "drop" in spec
+        min_bytes = spec.get("min_bytes") if raw else None
+        frame = self._frame_head(spec["frame"]) if raw and spec.get("frame") else None
+        keep = raw and spec.get("keep")
         if self.partitioned and not keep:
             self.net.heal()
-        self.net.drop(g, new_only=new_only, min_bytes=min_bytes)
+        self.net.drop(g, new_only=new_only, min_bytes=min_bytes, frame=frame)
         self.partitioned = True
-        drops = "new-connections" if new_only else f">= {min_bytes} bytes" if min_bytes else "all"
+        drops = ("new-connections" if new_only else f">= {min_bytes} bytes" if min_bytes
+                 else f"{spec['frame']} frames" if frame else "all")
         return {"spec": spec, "grudge": {k: sorted(v) for k, v in sorted(g.items()) if v}, "drops": drops}
+
+    def _frame_head(self, message: str) -> bytes:
+        head = getattr(self.db, "frame_head", None)
+        if head is None:
+            raise ValueError(f"holding {message} frames needs a DB that names its frames")
+        return head(message)
 
     def _stop_partition(self, _value: Any = None) -> dict[str, Any]:
         self.net.heal()

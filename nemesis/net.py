@@ -21,6 +21,14 @@ _ENSURE = (f"iptables -w -N {CHAIN} 2>/dev/null; "
            f"iptables -w -I INPUT 1 -j {CHAIN} -m comment --comment wrack")
 
 
+def frame_test(head: bytes) -> str:
+    """The xt_u32 test: the 4 bytes at offset 4 of the TCP payload are `head` (the IP and
+    TCP header lengths are read from the packet)."""
+    if len(head) != 4:
+        raise ValueError(f"a frame head is 4 bytes, not {len(head)}")
+    return f"0>>22&0x3C@12>>26&0x3C@4=0x{head.hex()}"
+
+
 def _parallel(nodes: list[Node], fn: Any) -> list[Any]:
     if not nodes:
         return []
@@ -34,7 +42,8 @@ class IptablesNet:
     def __init__(self, nodes: list[Node]):
         self.nodes = {n.name: n for n in nodes}
 
-    def drop(self, grudge: Grudge, *, new_only: bool = False, min_bytes: int | None = None) -> None:
+    def drop(self, grudge: Grudge, *, new_only: bool = False, min_bytes: int | None = None,
+             frame: bytes | None = None) -> None:
         """Add DROP rules so that each node drops the packets of the nodes in its grudge.
 
         `new_only` drops only packets that open connections (conntrack state NEW): the node
@@ -44,7 +53,11 @@ class IptablesNet:
 
         `min_bytes` drops only packets at least that long (IP length): small packets
         (handshakes, ACKs, pings, requests and empty answers) still pass, data-carrying
-        answers do not, so a peer keeps hearing requests it cannot usefully answer."""
+        answers do not, so a peer keeps hearing requests it cannot usefully answer.
+
+        `frame` drops only TCP segments whose payload holds these 4 bytes after its first 4
+        (a length-prefixed frame's head, e.g. a message type): one kind of request is held
+        in the network, and sent again by its sender's retries, while the rest passes."""
         todo = [(self.nodes[d], sorted(srcs)) for d, srcs in grudge.items() if srcs]
 
         def one(item: tuple[Node, list[str]]) -> None:
@@ -53,6 +66,8 @@ class IptablesNet:
             match = "-m conntrack --ctstate NEW " if new_only else ""
             if min_bytes is not None:
                 match += f"-m length --length {int(min_bytes)}:65535 "
+            if frame is not None:
+                match += f"-p tcp -m u32 --u32 '{frame_test(frame)}' "
             node.sh(f"{_ENSURE} && iptables -w -A {CHAIN} -s {ips} {match}-j DROP", timeout=30)
 
         if todo:
@@ -69,6 +84,11 @@ class IptablesNet:
         _parallel(list(self.nodes.values()), lambda n: n.sh(
             f"iptables -w -D INPUT -j {CHAIN} -m comment --comment wrack 2>/dev/null; "
             f"iptables -w -F {CHAIN} 2>/dev/null; iptables -w -X {CHAIN} 2>/dev/null; true", timeout=30))
+
+    def frames_dropped(self, node: str) -> int:
+        """How many packets the `frame` rules on `node` have dropped since they were added."""
+        res = self.nodes[node].sh(f"iptables -w -L {CHAIN} -n -v -x 2>/dev/null; true", timeout=30)
+        return sum(int(line.split()[0]) for line in res.stdout.splitlines() if " u32 " in line)
 
     def rules(self, node: str) -> list[str]:
         """The rules of the harness's chain on `node` (iptables -S form)."""

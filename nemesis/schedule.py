@@ -112,8 +112,8 @@ def membership_package() -> FaultPackage:
 
 # stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
 # the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
-STORY_TIERS = {"lrs": 0, "hw-truncation": 0, "leso": 0, "wipe-follower": 0, "leader-churn": 1,
-               "stale-alter-partition": 1}
+STORY_TIERS = {"lrs": 0, "hw-truncation": 0, "leso": 0, "wipe-follower": 0, "stale-alter-partition": 0,
+               "leader-churn": 1}
 
 
 def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str, int]]]) -> FaultPackage:

@@ -199,6 +199,37 @@ class Story:
                 return None
             time.sleep(POLL_S)
 
+    def wait_dropped(self, step: str, node: str, timeout: float) -> bool:
+        """Poll until the frame rules on `node` have dropped a packet (a held request was
+        sent) or `timeout` s; records the step."""
+        t0 = time.monotonic()
+        while True:
+            if self.nem.net.frames_dropped(node) > 0:
+                self.step(step, ok=True, waited_s=round(time.monotonic() - t0, 2))
+                return True
+            if time.monotonic() - t0 >= timeout * TIME_SCALE:
+                self.step(step, ok=False, waited_s=round(time.monotonic() - t0, 2))
+                return False
+            time.sleep(POLL_S)
+
+    def wait_live(self, step: str, node: str, timeout: float) -> bool:
+        """Poll until the active controller's node lists `node` among the live (unfenced)
+        brokers or `timeout` s; records the step."""
+        addrs = {n.name: n.address for n in self.nem.cluster.nodes}
+
+        def live() -> bool:
+            ctl = self.active_controller(addrs)
+            try:
+                return ctl is not None and addrs[node] in node_metadata(addrs[ctl]).brokers.values()
+            except OSError:
+                return False
+
+        t0 = time.monotonic()
+        while not (ok := live()) and time.monotonic() - t0 < timeout * TIME_SCALE:
+            time.sleep(POLL_S)
+        self.step(step, ok=ok, waited_s=round(time.monotonic() - t0, 2))
+        return ok
+
     def undo(self) -> None:
         """Heal what this story did (network, paused and stopped nodes)."""
         if self.paused:
@@ -332,35 +363,48 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
 
 
 def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
-    """Stale partition epoch (scenario stale_partition_epoch): the leader's next
-    AlterPartition is held (the controller is paused; requests to it wait) while a follower
-    B is changed on the controller's side: B shuts down cleanly (out of the ISR, a new
-    partition epoch), A restarts so the leader proposes it back with the old partition
-    epoch, then the controller resumes. Without the partition-epoch check the stale
-    proposal (made from an ISR that still had B) is applied over the newer ISR."""
+    """Stale partition epoch (KIP-497; scenario stale_partition_epoch): follower A gets no
+    records, so the leader proposes the ISR [leader, B]; that AlterPartition is held in the
+    network (its frames dropped at the controller, retries too, while the leader's
+    heartbeats and metadata flow on their own link, as on Kafka's separate channel). B is cut
+    off from everyone and A fetches again: the controller fences B, the ISR becomes
+    [leader, A] and writes commit without B. B comes back to the controller (unfenced, same
+    broker epoch) but not to the leader, then the held request goes through: without the
+    partition-epoch check the ISR becomes [leader, B] (A is cut off from the leader as the
+    request goes, or it would rejoin at once); the leader shuts down and B, lacking the
+    writes, is elected."""
     tp, v = s.choose(candidates, 2)
-    if v.controller is None or v.controller in v.replicas:
+    ctl = v.controller
+    if ctl is None or ctl in v.replicas:
         raise StoryError("stale-alter-partition needs a partition the controller has no replica of")
-    leader, (a, b) = v.leader, v.followers[:2]
+    leader, followers = v.leader, v.followers[:2]
+    # B is cut off from the controller: a voter would call elections and move the controller
+    b = next((f for f in reversed(followers) if f not in s.voters()), followers[1])
+    a = next(f for f in followers if f != b)
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    s.crash_restart(a)
-    s.wait("a-out-of-isr", tp, lambda w: a not in w.isr, 8)
-    s.fault("start-partition", {"drop": {a: [leader]}, "min_bytes": LARGE_BYTES})
-    s.sleep("a-registered", 1.5)
-    s.fault("stop", [b])
-    s.wait("b-out-of-isr", tp, lambda w: b not in w.isr, 10)
-    s.fault("pause", [v.controller])
-    s.fault("stop-partition")
-    s.sleep("a-catches-up", 1.0)
-    s.fault("start", [b])
-    s.fault("resume", [v.controller])
-    s.wait("isr", tp, lambda w: len(w.isr) == 3, 6)
-    s.fault("start-partition", {"drop": {b: [leader, a]}})
-    s.crash_restart(leader)
-    s.crash_restart(a)
-    s.wait("new-leader", tp, lambda w: w.leader is not None, 20)
+    hold = {"drop": {ctl: [leader]}, "frame": "AlterPartitionRequest"}
+    s.fault("start-partition", hold)
+    s.fault("start-partition", {"drop": {a: [leader]}, "min_bytes": LARGE_BYTES, "keep": True})
+    if not s.wait_dropped("shrink-held", ctl, 50):
+        return
+    s.fault("start-partition", hold)  # A fetches again; B is cut off from everyone
+    s.fault("start-partition", {"drop": {b: [leader, a, ctl], leader: [b], a: [b], ctl: [b]}, "keep": True})
+    if s.wait("b-fenced-out", tp, lambda w: b not in w.isr and a in w.isr, 20) is None:
+        return
+    s.sleep("commits-without-b", 3.0)
+    b_cut = {"drop": {b: [leader, a], leader: [b], a: [b]}}
+    s.fault("start-partition", b_cut)  # B back with the controller only (the hold is re-added at once)
+    s.fault("start-partition", {**hold, "keep": True})
+    s.wait_live("b-unfenced", b, 12)  # before: the controller refuses a fenced member (INELIGIBLE_REPLICA)
+    s.sleep("b-settles", 0.5)
+    # the held request goes; A is cut off from the leader now, or it rejoins the ISR at once
+    s.fault("start-partition", {"drop": {b: [leader, a], leader: [b, a], a: [b, leader]}})
+    s.wait("stale-isr", tp, lambda w: b in w.isr, 8, bug_only=True)
+    s.fault("stop", [leader])
+    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader), 15)
     s.sleep("leads", 1.0)
     s.fault("stop-partition")
+    s.fault("start", [leader])
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 

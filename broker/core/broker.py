@@ -24,6 +24,7 @@ from broker.core import safeguards as sg
 from broker.core.messages import (
     NO_LEADER,
     Actions,
+    AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -183,6 +184,12 @@ class Broker:
         self._next_checkpoint = 0
         self._want_shutdown = False
         self._producer_ids = ProducerIdAllocator()
+        # Kafka's AlterPartitionManager over its own controller channel: one request per
+        # partition in flight until answered (sent again, unchanged, after every disconnect,
+        # also when the partition has moved on since), a newer proposal queued behind it
+        self._alter_inflight: dict[TopicPartition, AlterPartitionRequest] = {}
+        self._alter_sent_at: dict[TopicPartition, int] = {}  # sent again after the request timeout
+        self._alter_queued: dict[TopicPartition, AlterPartitionRequest] = {}
 
     def _id(self) -> int:
         self._cid += 1
@@ -232,11 +239,11 @@ class Broker:
         registration) in flight will not be answered; send them again after
         `retry_backoff_ms` (doubling per consecutive failure, at most
         `retry_backoff_max_ms`) instead of after the request timeout. Heartbeats need
-        nothing: they go out on their own schedule. A pending AlterPartition is sent again
-        at once, unchanged (the shell queues it until a new link connects), as Kafka's
-        AlterPartitionManager does on a disconnect: it may arrive after the controller
-        changed the partition, which is what the partition-epoch and broker-epoch checks
-        are for."""
+        nothing: they go out on their own schedule. Every unanswered AlterPartition is sent
+        again at once, unchanged (the shell queues it until a new link connects), as Kafka's
+        controller channel does on a disconnect, even if newer metadata has replaced the
+        proposal since: it may arrive after the controller changed the partition, which is
+        what the partition-epoch and broker-epoch checks are for."""
         c = self.config
         delay = min(c.retry_backoff_ms << min(self._controller_failures, 16), c.retry_backoff_max_ms)
         self._controller_failures += 1
@@ -245,12 +252,48 @@ class Broker:
             self._metadata_retry_at = now + delay
         if self.state == STARTING and self._registration_at is not None:
             self._registration_at = min(self._registration_at, now + delay)
+        return self.alter_channel_lost(now)
+
+    def alter_channel_lost(self, now: int) -> Actions:
+        """The link that carries AlterPartition broke (its own, as Kafka's alter-partition
+        channel): every unanswered request again, unchanged, whatever the partition did since."""
         acts = Actions()
-        for r in self.partitions.values():  # Kafka's AlterPartitionManager retries on a disconnect:
-            req = r.alter_timed_out(now, 0) if r.role == LEADER else None  # the same request again
-            if req is not None:
-                acts.send(c.controller_id, req)
+        for tp, req in self._alter_inflight.items():
+            self._alter_sent_at[tp] = now
+            acts.send(self.config.controller_id, req)
         return acts
+
+    def _resend_timed_out_alters(self, now: int, acts: Actions) -> None:
+        """An unanswered request is sent again after the request timeout (Kafka's network
+        client disconnects then, and the channel sends it again)."""
+        for tp, req in self._alter_inflight.items():
+            if now - self._alter_sent_at.get(tp, now) >= self.config.request_timeout_ms:
+                self._alter_sent_at[tp] = now
+                acts.send(self.config.controller_id, req)
+
+    def _send_alter(self, req: AlterPartitionRequest, now: int, acts: Actions) -> None:
+        """Send `req` unless another request of its partition is in flight (then it waits
+        for that answer; a newer proposal replaces a queued one)."""
+        cur = self._alter_inflight.get(req.tp)
+        if cur is not None and cur.correlation_id != req.correlation_id:
+            self._alter_queued[req.tp] = req
+            return
+        self._alter_inflight[req.tp] = req
+        self._alter_sent_at[req.tp] = now
+        acts.send(self.config.controller_id, req)
+
+    def _alter_answered(self, msg: AlterPartitionResponse, now: int, acts: Actions) -> None:
+        """The in-flight request of `msg.tp` is answered: send the queued one if its replica
+        still waits for it."""
+        cur = self._alter_inflight.get(msg.tp)
+        if cur is None or cur.correlation_id != msg.correlation_id:
+            return
+        del self._alter_inflight[msg.tp]
+        self._alter_sent_at.pop(msg.tp, None)
+        nxt = self._alter_queued.pop(msg.tp, None)
+        r = self.partitions.get(msg.tp)
+        if nxt is not None and r is not None and r.pending_alter is not None and r.pending_alter.correlation_id == nxt.correlation_id:
+            self._send_alter(nxt, now, acts)
 
     def handle(self, src: int | str, msg: object, now: int) -> Actions:
         acts = Actions()
@@ -317,6 +360,7 @@ class Broker:
                     r.maybe_advance_hwm(now, ev)
                 self._flush(r, ev, now, acts)
                 ev = ReplicaEvents()
+        self._resend_timed_out_alters(now, acts)
         if now >= self._next_checkpoint:
             self._next_checkpoint = now + c.hw_checkpoint_interval_ms
             acts.other.append(CheckpointHighWatermarks({tp: r.high_watermark for tp, r in self.partitions.items()}))
@@ -336,6 +380,7 @@ class Broker:
             if f.correlation_id >= 0:
                 ds.append(f.sent_at + c.request_timeout_ms)
         ds.extend(p.deadline for p in self._parked)
+        ds.extend(t + c.request_timeout_ms for t in self._alter_sent_at.values())
         for r in self.partitions.values():
             if r.role == LEADER:
                 if (d := r.alter_deadline(c.request_timeout_ms)) is not None:
@@ -450,6 +495,9 @@ class Broker:
         for client, resp in ev.produce_responses:
             acts.send(client, resp)
         self._hwm_checkpoint.pop(tp, None)
+        self._alter_inflight.pop(tp, None)
+        self._alter_sent_at.pop(tp, None)
+        self._alter_queued.pop(tp, None)
         acts.other.append(DeletePartitionLog(tp))
         self._wake_parked(now, acts, {tp})
 
@@ -494,11 +542,12 @@ class Broker:
         for client, resp in ev.produce_responses:
             acts.send(client, resp)
         if ev.alter_partition is not None:
-            acts.send(self.config.controller_id, ev.alter_partition)
+            self._send_alter(ev.alter_partition, now, acts)
         if ev.hwm_changed or ev.appended:
             self._wake_parked(now, acts, {r.tp})
 
     def _on_alter_response(self, msg: AlterPartitionResponse, now: int, acts: Actions) -> None:
+        self._alter_answered(msg, now, acts)
         r = self.partitions.get(msg.tp)
         if r is None:
             return

@@ -48,6 +48,7 @@ from broker.core.controller import ControllerConfig
 from broker.core.messages import (
     CONTROLLER_BOUND,
     Actions,
+    AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
@@ -509,20 +510,24 @@ class Node:
             if to == self.node_id and self.broker is not None:
                 self._local.append((BROKER, self.node_id, msg))
                 return
-            link = self.links.inbound_link(to, internal.ROLE_CONTROLLER)
-            if link is not None:
-                link.send(msg)
+            roles = internal.CONTROLLER_ROLES  # an AlterPartition answer on the link its request came by
+            for role_ in (reversed(roles) if isinstance(msg, AlterPartitionResponse) else roles):
+                link = self.links.inbound_link(to, role_)
+                if link is not None:
+                    link.send(msg)
+                    return
 
     def _send_to_controller(self, msg: object) -> None:
         """To the active controller as far as this broker knows: in process, or over the
-        link to that voter's controller listener."""
+        link to that voter's controller listener (AlterPartition over a link of its own)."""
         target = self.controller_target.target
         if target == self.node_id and self.quorum is not None:
             self._local.append((CONTROLLER, self.node_id, msg))
             return
         v = self.s.voter(target)
         assert v is not None
-        self.links.connect(v.node_id, internal.ROLE_CONTROLLER, v.host, v.port).send(msg)
+        role = internal.ROLE_ALTER_PARTITION if isinstance(msg, AlterPartitionRequest) else internal.ROLE_CONTROLLER
+        self.links.connect(v.node_id, role, v.host, v.port).send(msg)
 
     def _on_not_controller(self, src: int, msg: NotController) -> None:
         """Voter `src` refused a request (or stopped being active), or this node learnt the
@@ -569,7 +574,7 @@ class Node:
         if link.peer_id == self.node_id:
             self.log.warning("%r: a peer claims this node's id; refusing", link)
             return False
-        if link.role in (internal.ROLE_CONTROLLER, internal.ROLE_RAFT) and self.quorum is None:
+        if link.role in (*internal.CONTROLLER_ROLES, internal.ROLE_RAFT) and self.quorum is None:
             self.log.warning("%r: no controller on this node; refusing", link)
             return False
         if link.role == internal.ROLE_BROKER and self.broker is None:
@@ -586,7 +591,7 @@ class Node:
         if link.outbound:
             target = BROKER  # answers (and controller requests) to our broker
         else:
-            target = CONTROLLER if link.role == internal.ROLE_CONTROLLER else BROKER
+            target = CONTROLLER if link.role in internal.CONTROLLER_ROLES else BROKER
         accepted = CONTROLLER_BOUND if target == CONTROLLER else (_FROM_CONTROLLER if link.outbound else _FROM_PEERS)
         if not isinstance(msg, accepted) or getattr(msg, "broker_id", link.peer_id) != link.peer_id and target == CONTROLLER:
             self.log.warning("%r: unexpected %s; closing", link, type(msg).__name__)
@@ -620,6 +625,9 @@ class Node:
             return  # the quorum notices a lost voter by its own timeouts
         if link.role == internal.ROLE_BROKER:
             self._apply(BROKER, self.broker.connection_lost(link.peer_id, self.now()))
+        elif link.role == internal.ROLE_ALTER_PARTITION:
+            if link.outbound:  # only the requests of that link: the controller link may be fine
+                self._apply(BROKER, self.broker.alter_channel_lost(self.now()))
         elif link.outbound:
             self.controller_target.link_lost(link.peer_id)  # that controller may be gone: ask the next
             self._controller_request_lost()

@@ -73,7 +73,8 @@ class Link:
         self.last_recv = 0.0
 
     def __repr__(self) -> str:
-        kind = "controller" if self.role == internal.ROLE_CONTROLLER else "broker"
+        kind = {internal.ROLE_CONTROLLER: "controller", internal.ROLE_ALTER_PARTITION: "alter-partition",
+                internal.ROLE_RAFT: "raft"}.get(self.role, "broker")
         return f"<link {'to' if self.outbound else 'from'} node {self.peer_id} ({kind})>"
 
     @property

@@ -6,8 +6,10 @@ anything else (the link is then closed).
 Frames use Kafka's size prefix, so they can share a listener with Kafka clients; the
 body starts with the int16 `INTERNAL_API_KEY` (not a Kafka API key), then a kind byte:
 
-    HELLO:   node id (int32), link role (uint8: ROLE_BROKER, ROLE_CONTROLLER, or ROLE_RAFT
-             for the links between the controller quorum's voters)
+    HELLO:   node id (int32), link role (uint8: ROLE_BROKER, ROLE_CONTROLLER, ROLE_RAFT
+             for the links between the controller quorum's voters, or ROLE_ALTER_PARTITION
+             for a broker's AlterPartition requests to the controller, which Kafka sends on
+             a channel of their own)
     MESSAGE: type tag (uint8), then the fields of the message in declaration order
     PING:    nothing (either side sends one when it has sent nothing for a second; a
              link that hears nothing for `wrack.link.timeout.ms` is closed)
@@ -42,7 +44,9 @@ KIND_PING = 2
 ROLE_BROKER = 0
 ROLE_CONTROLLER = 1
 ROLE_RAFT = 2
-ROLES = (ROLE_BROKER, ROLE_CONTROLLER, ROLE_RAFT)
+ROLE_ALTER_PARTITION = 3  # a broker's AlterPartition requests: their own link, as Kafka's own channel
+ROLES = (ROLE_BROKER, ROLE_CONTROLLER, ROLE_RAFT, ROLE_ALTER_PARTITION)
+CONTROLLER_ROLES = (ROLE_CONTROLLER, ROLE_ALTER_PARTITION)
 PREFIX = INTERNAL_API_KEY.to_bytes(2, "big")
 
 # The messages that travel between nodes; the position is the type tag (append only).
@@ -367,6 +371,13 @@ def encode_message(msg: Any) -> bytes:
     _MESSAGE_ENC(out, msg)
     body = b"".join(out)
     return len(body).to_bytes(4, "big") + body
+
+
+def frame_head(message_type: type) -> bytes:
+    """The 4 bytes after the size prefix of every MESSAGE frame of `message_type` (the
+    internal API key, the kind and its type tag): what a test's firewall matches to hold
+    one kind of request in the network."""
+    return PREFIX + bytes((KIND_MESSAGE, MESSAGES.index(message_type)))
 
 
 def encode_hello(node_id: int, role: int) -> bytes:

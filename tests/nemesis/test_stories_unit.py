@@ -292,7 +292,7 @@ def test_rotation_plays_stories_first_in_each_round():
     pkgs = fault_packages([MIX], TOPICS)
     ops = [op for _, op in islice(rotation(pkgs, 10.0, random.Random(9)), 200)]
     story_names = {p.name for p in pkgs if p.tier == 0}
-    assert story_names == {"lrs", "hw-truncation", "leso", "wipe-follower"}
+    assert story_names == {"lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition"}
     starts = [op.f for op in ops if not (op.f in ("start", "stop-partition") and op.value in ("all", None))]
     n = len(pkgs)
     for r in range(0, len(starts) - n, n):
