@@ -29,12 +29,15 @@ from broker.wire import kafka as k
 E = ErrorCode
 
 
-def _by_topic(results: dict[TopicPartition, dict[str, Any]], order: list[str], key: str) -> list[dict[str, Any]]:
-    """Per-partition results grouped by topic, topics in `order` (each once)."""
+def _by_topic(results: dict[TopicPartition, dict[str, Any]], order: list[str], names: tuple[str, str, str]
+              ) -> list[dict[str, Any]]:
+    """Per-partition results grouped by topic, topics in `order` (each once); `names`: the
+    response's keys for the topic, its partitions and a partition's index."""
+    topic_key, parts_key, index_key = names
     out: dict[str, list[dict[str, Any]]] = {t: [] for t in order}
     for tp, r in results.items():
-        out.setdefault(tp.topic, []).append({key: tp.partition, **r})
-    return [{"topic": t, "parts": ps} for t, ps in out.items()]
+        out.setdefault(tp.topic, []).append({index_key: tp.partition, **r})
+    return [{topic_key: t, parts_key: ps} for t, ps in out.items()]
 
 
 class ReplicaApis(ApiFamily):
@@ -70,15 +73,15 @@ class ReplicaApis(ApiFamily):
             code = E.request_timed_out if resp is None else resp.error
             if everything and code is E.election_not_needed:
                 continue
-            results[tp] = {"error_code": code, "error_message": None if code is E.none else code.name.upper()}
+            results[tp] = {"error_code": code, "error_message": None}
             if code is E.none:
                 elected[tp] = resp.leader
         if elected and propagate:
             await self.await_metadata(lambda: all(
                 (r := self.image.partitions.get(tp)) is None or r.leader == leader for tp, leader in elected.items()),
                 deadline - loop.time())
-        req.reply({"throttle_time": 0, "error_code": E.none, "replica_election_results": [
-            {"topic": g["topic"], "partition_result": g["parts"]} for g in _by_topic(results, order, "partition_id")]})
+        req.reply({"throttle_time": 0, "error_code": E.none, "replica_election_results":
+                   _by_topic(results, order, ("topic", "partition_result", "partition_id"))})
 
     # ------------------------------------------------------------ reassignments
     def alter_reassignments(self, req: Req, body: Any) -> None:
@@ -103,9 +106,8 @@ class ReplicaApis(ApiFamily):
         done = [asks[tp] for tp, r in results.items() if r["error_code"] is E.none]
         if done and propagate:
             await self.await_metadata(lambda: all(self._reassignment_shown(m) for m in done), deadline - loop.time())
-        req.reply({"throttle_time": 0, "error_code": E.none, "error_message": None, "responses": [
-            {"name": g["topic"], "partitions": g["parts"]}
-            for g in _by_topic(results, [t.name for t in body.topics], "partition_index")]})
+        req.reply({"throttle_time": 0, "error_code": E.none, "error_message": None, "responses":
+                   _by_topic(results, [t.name for t in body.topics], ("name", "partitions", "partition_index"))})
 
     def _reassignment_shown(self, m: AlterReassignmentRequest) -> bool:
         reg = self.image.partitions.get(m.tp)
