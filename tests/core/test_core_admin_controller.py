@@ -5,10 +5,13 @@ controller rebuilt from the log (a failover, or a restart from the file) has the
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from test_core_quorum_controller import BROKER, Net
 
 from broker.core.controller import Controller, ControllerConfig, LocalMetadataQuorum
+from broker.core.election import ElectionPolicy, change_partition, reassignment_revert, reassignment_to
 from broker.core.messages import (
     CONFIG_APPEND,
     CONFIG_DELETE,
@@ -31,6 +34,7 @@ from broker.core.messages import (
 from broker.core.metadata import (
     TOPIC_RESOURCE,
     ConfigRecord,
+    PartitionRegistration,
     decode_line,
     encode_record,
     metadata_log_from_lines,
@@ -336,3 +340,37 @@ def test_admin_records_replay_on_the_new_active_controller_after_failover():
     assert new != leader
     assert image.topics["t"] == {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
     assert sorted(tp.partition for tp in image.partitions if tp.topic == "t") == [0, 1]
+
+
+# ---------------------------------------------------------------- the reassignment rules (pure)
+_ids = st.lists(st.integers(0, 6), min_size=1, max_size=5, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ids, _ids, st.data())
+def test_a_reassignment_completes_exactly_when_the_isr_holds_the_target(current, target, data):
+    current, target = tuple(current), tuple(target)
+    isr = tuple(data.draw(st.lists(st.sampled_from(current), min_size=1, unique=True)))
+    reg = PartitionRegistration(replicas=current, isr=isr, leader=isr[0], leader_epoch=3, partition_epoch=5)
+    policy, usable = ElectionPolicy(min_isr=1), lambda b: True
+    a = reassignment_to(reg, target)
+    assert a.replicas[:len(target)] == target and set(a.replicas) == set(current) | set(target)
+    assert set(a.adding) == set(target) - set(current) and set(a.removing) == set(current) - set(target)
+    res = change_partition(reg, target_isr=isr, usable=usable, policy=policy, assignment=a)
+    started = reg if res is None else res.registration
+    if set(target) <= set(isr):  # nothing to wait for: done at once
+        assert started.replicas == target and not started.reassigning and set(started.isr) == set(isr) & set(target)
+    else:
+        assert started.replicas == a.replicas and started.leader == reg.leader
+        assert (started.adding_replicas, started.removing_replicas) == (a.adding, a.removing)
+    # every target replica caught up: the change that adds them completes the move
+    res = change_partition(started, target_isr=set(started.isr) | set(target), usable=usable, policy=policy)
+    done = started if res is None else res.registration
+    assert done.replicas == target and not done.reassigning
+    assert set(done.isr) <= set(target) and done.leader in done.isr
+    fenced = not set(current) <= set(target) or done.leader != reg.leader  # replicas left, or the leader moved
+    assert (done.leader_epoch > reg.leader_epoch) if fenced else (done.leader_epoch == reg.leader_epoch)
+    # cancelling instead restores the original replicas, with an ISR drawn from them
+    if started.reassigning:
+        original, revert_isr, _unclean = reassignment_revert(started)
+        assert set(original.replicas) == set(current) and set(revert_isr) <= set(current)  # order: as KRaft, target first
