@@ -53,7 +53,14 @@ from broker.core.messages import (
     ShutdownComplete,
     TopicPartition,
 )
-from broker.core.metadata import MetadataImage, PartitionChangeRecord, PartitionRecord, RemoveTopicRecord
+from broker.core.metadata import (
+    TOPIC_RESOURCE,
+    ConfigRecord,
+    MetadataImage,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+)
 from broker.core.producers import ProducerIdAllocator
 from broker.core.replica import FOLLOWER, LEADER, PartitionReplica, ReplicaEvents, ReplicaSettings
 from broker.logapi import STORAGE_ERRORS, PartitionLog
@@ -475,6 +482,10 @@ class Broker:
                 for tp in [tp for tp in self.partitions if tp.topic == rec.name]:
                     self._remove_partition(tp, now, acts)
                     touched.pop(tp, None)
+            elif isinstance(rec, ConfigRecord) and rec.resource_type == TOPIC_RESOURCE:
+                for tp, r in self.partitions.items():
+                    if tp.topic == rec.resource_name:
+                        r.s = self._replica_settings(tp.topic)
         for tp in touched:
             self._apply_partition(tp, now, acts)
         if self.config.unfence_when_caught_up and self.state == RECOVERY and msg.records and self.image.next_offset > self.broker_epoch:
@@ -487,37 +498,45 @@ class Broker:
             self._wake_parked(now, acts, set(touched))
             self._send_fetches(now, acts)
 
-    def _remove_partition(self, tp: TopicPartition, now: int, acts: Actions) -> None:
-        """The topic was deleted: fail what waits on the replica, forget it, delete its log."""
+    def _remove_partition(self, tp: TopicPartition, now: int, acts: Actions, topic_deleted: bool = True) -> None:
+        """The topic was deleted (or a reassignment moved the partition off this broker):
+        fail what waits on the replica, forget it, delete its log."""
         r = self.partitions.pop(tp)
         ev = ReplicaEvents()
-        r._lose_leadership(ev, ErrorCode.unknown_topic_or_partition)
+        r._lose_leadership(ev, ErrorCode.unknown_topic_or_partition if topic_deleted else ErrorCode.not_leader_or_follower)
         for client, resp in ev.produce_responses:
             acts.send(client, resp)
         self._hwm_checkpoint.pop(tp, None)
         self._alter_inflight.pop(tp, None)
         self._alter_sent_at.pop(tp, None)
         self._alter_queued.pop(tp, None)
-        acts.other.append(DeletePartitionLog(tp))
+        acts.other.append(DeletePartitionLog(tp, topic_deleted))
         self._wake_parked(now, acts, {tp})
 
     def partition_guards(self, topic: str) -> sg.SafeguardSet:
         return self.config.safeguards.union(sg.parse_config(self.image.topic_config(topic, "wrack.safeguards.off", "")))
 
+    def _replica_settings(self, topic: str) -> ReplicaSettings:
+        """The settings of `topic`'s replicas (its configs over the broker's)."""
+        min_isr = int(self.image.topic_config(topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
+        return ReplicaSettings(self.id, self.config.replica_lag_time_max_ms, min_isr, self.partition_guards(topic))
+
     def _apply_partition(self, tp: TopicPartition, now: int, acts: Actions) -> None:
         reg = self.image.partitions[tp]
         r = self.partitions.get(tp)
+        if r is not None and self.id not in reg.replicas:
+            self._remove_partition(tp, now, acts, topic_deleted=False)  # reassigned away (Kafka's StopReplica, delete)
+            return
         if r is None:
             if self.id not in reg.replicas:
                 return
-            guards = self.partition_guards(tp.topic)
-            min_isr = int(self.image.topic_config(tp.topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
+            settings = self._replica_settings(tp.topic)
+            guards = settings.guards
             log = self._log_factory(tp)
             hwm = self._hwm_checkpoint.get(tp, 0)
             leo = log.log_end_offset
             if not guards.on(sg.EPOCH_TRUNCATION):
                 log.truncate_to(hwm)  # pre-KIP-101: truncate to the checkpointed HW on restart
-            settings = ReplicaSettings(self.id, self.config.replica_lag_time_max_ms, min_isr, guards)
             r = self.partitions[tp] = PartitionReplica(tp, log, settings, self._id, hwm)
             if log.log_end_offset < leo:
                 r.truncations.append((leo, log.log_end_offset, "hwm-on-restart"))

@@ -1,5 +1,7 @@
 """The controller: broker registrations, heartbeats and fencing, topics, partition
-changes, elections and unclean recovery, all written to the metadata log.
+changes, elections and unclean recovery, and the admin requests (new partitions, topic
+configs, reassignments, elections; their rules in admin_rules.py), all written to the
+metadata log.
 
 Sans-IO: `handle(src, message, now_ms)` and `tick(now_ms)` return `Actions` (responses
 and requests to send); `next_deadline()` says when `tick` must be called next. Records go
@@ -18,16 +20,38 @@ from typing import Protocol
 from kio.schema.errors import ErrorCode
 
 from broker.core import safeguards as sg
-from broker.core.election import ElectionPolicy, change_partition
+from broker.core.admin_rules import (
+    AdminError,
+    check_assignment,
+    config_records,
+    manual_partitions,
+    new_partitions,
+    new_topic_configs,
+    placed_partitions,
+)
+from broker.core.election import (
+    Assignment,
+    ElectionPolicy,
+    change_partition,
+    reassignment_revert,
+    reassignment_to,
+)
 from broker.core.messages import (
     NO_LEADER,
+    PREFERRED_ELECTION,
     Actions,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterReassignmentRequest,
+    AlterReassignmentResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicRequest,
     CreateTopicResponse,
     DeleteTopicRequest,
@@ -43,6 +67,7 @@ from broker.core.messages import (
 from broker.core.metadata import (
     RECOVERED,
     RECOVERING,
+    TOPIC_RESOURCE,
     BrokerRegistrationChangeRecord,
     MetadataImage,
     MetadataLog,
@@ -54,8 +79,6 @@ from broker.core.metadata import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from broker.core.placement import PlacementError, assign_replicas
-from broker.core.properties import topic_value
 
 
 @dataclass(frozen=True)
@@ -224,6 +247,8 @@ class Controller:
         leader_recovery_state: int | None = None,
         force_leader: int | None = None,
         how: str = "unclean election",
+        assignment: Assignment | None = None,
+        preferred: bool = False,
     ) -> PartitionRegistration:
         reg = self.image.partitions[tp]
         res = change_partition(
@@ -234,6 +259,8 @@ class Controller:
             unclean_shutdown=unclean_shutdown,
             leader_recovery_state=leader_recovery_state,
             force_leader=force_leader,
+            assignment=assignment,
+            preferred=preferred,
         )
         if res is None:
             return reg
@@ -264,6 +291,12 @@ class Controller:
             resp = self._on_delete_topic(msg, acts)
         elif isinstance(msg, ElectLeadersRequest):
             resp = self._on_elect_leaders(msg, acts)
+        elif isinstance(msg, CreatePartitionsRequest):
+            resp = self._on_create_partitions(msg, acts)
+        elif isinstance(msg, AlterConfigsRequest):
+            resp = self._on_alter_configs(msg, acts)
+        elif isinstance(msg, AlterReassignmentRequest):
+            resp = self._on_alter_reassignment(msg, acts)
         elif isinstance(msg, GetReplicaLogInfoResponse):
             self._on_log_info(msg, acts)
         else:
@@ -412,27 +445,55 @@ class Controller:
 
     # ------------------------------------------------------------ topics
     def _on_create_topic(self, req: CreateTopicRequest, acts: Actions) -> CreateTopicResponse:
-        def fail(code: ErrorCode, text: str) -> CreateTopicResponse:
-            return CreateTopicResponse(req.correlation_id, req.name, code, text)
-
-        if req.name in self.image.topics:
-            return fail(ErrorCode.topic_already_exists, f"topic {req.name!r} already exists")
-        try:  # the topic-settable properties of broker/core/properties.py, normalised
-            configs = {k: topic_value(k, v) for k, v in req.configs}
-        except ValueError as e:
-            return fail(ErrorCode.invalid_config, str(e))
-        live = [bid for bid in self.image.brokers if self.image.is_usable(bid)]
         try:
-            assignment = assign_replicas(live, req.num_partitions, req.replication_factor,
-                                         start=len(self.image.partitions))
-        except PlacementError as e:
-            code = ErrorCode.invalid_partitions if req.num_partitions <= 0 else ErrorCode.invalid_replication_factor
-            return fail(code, str(e))
-        self._commit(TopicRecord(req.name, tuple(sorted(configs.items()))), acts)
-        for i, replicas in enumerate(assignment):
-            reg = PartitionRegistration(replicas=replicas, isr=replicas, leader=replicas[0])
-            self._commit(PartitionRecord(TopicPartition(req.name, i), reg), acts)
+            if req.name in self.image.topics:
+                raise AdminError(ErrorCode.topic_already_exists, f"Topic '{req.name}' already exists.")
+            configs = new_topic_configs(req.configs)
+            if req.assignments:
+                if req.num_partitions != -1 or req.replication_factor != -1:
+                    raise AdminError(ErrorCode.invalid_request, "A manual partition assignment was specified, but "
+                                                                "numPartitions or replicationFactor was not set to -1.")
+                regs = manual_partitions(self.image, req.assignments, 0)
+            else:
+                if req.replication_factor <= 0:
+                    raise AdminError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+                regs = placed_partitions(self.image, req.num_partitions, req.replication_factor, len(self.image.partitions))
+        except AdminError as e:
+            return CreateTopicResponse(req.correlation_id, req.name, e.code, e.message)
+        if not req.validate_only:
+            self._commit(TopicRecord(req.name, tuple(sorted(configs.items()))), acts)
+            for i, reg in enumerate(regs):
+                self._commit(PartitionRecord(TopicPartition(req.name, i), reg), acts)
         return CreateTopicResponse(req.correlation_id, req.name, ErrorCode.none)
+
+    def _on_create_partitions(self, req: CreatePartitionsRequest, acts: Actions) -> CreatePartitionsResponse:
+        have = sum(1 for tp in self.image.partitions if tp.topic == req.topic)
+        try:
+            regs = new_partitions(self.image, req.topic, req.count, req.assignments, len(self.image.partitions))
+        except AdminError as e:
+            return CreatePartitionsResponse(req.correlation_id, req.topic, e.code, e.message)
+        if not req.validate_only:
+            for i, reg in enumerate(regs):
+                self._commit(PartitionRecord(TopicPartition(req.topic, have + i), reg), acts)
+        return CreatePartitionsResponse(req.correlation_id, req.topic, ErrorCode.none)
+
+    def _on_alter_configs(self, req: AlterConfigsRequest, acts: Actions) -> AlterConfigsResponse:
+        def answer(code: ErrorCode, text: str = "") -> AlterConfigsResponse:
+            return AlterConfigsResponse(req.correlation_id, req.resource_type, req.resource_name, code, text)
+
+        try:
+            records = config_records(self.image, req.resource_type, req.resource_name, req.changes, req.replace)
+        except AdminError as e:
+            return answer(e.code, e.message)
+        if req.validate_only or not records:
+            return answer(ErrorCode.none)
+        for rec in records:
+            self._commit(rec, acts)
+        if req.resource_type == TOPIC_RESOURCE:  # e.g. unclean election newly allowed: elect where none leads
+            for tp, reg in sorted(self.image.partitions.items()):
+                if tp.topic == req.resource_name and reg.leader == NO_LEADER:
+                    self._change(tp, acts)
+        return answer(ErrorCode.none)
 
     def _on_delete_topic(self, req: DeleteTopicRequest, acts: Actions) -> DeleteTopicResponse:
         if req.name not in self.image.topics:
@@ -458,6 +519,8 @@ class Controller:
             target_isr=tuple(m.broker_id for m in req.new_isr_with_epochs),
             leader_recovery_state=req.leader_recovery_state,
         )
+        if new.leader != req.broker_id:  # the change completed a reassignment that moved the leadership
+            return AlterPartitionResponse(req.correlation_id, req.tp, ErrorCode.new_leader_elected)
         return AlterPartitionResponse(
             req.correlation_id, req.tp, ErrorCode.none, new.leader, new.leader_epoch, new.isr, new.leader_recovery_state, new.partition_epoch
         )
@@ -500,19 +563,57 @@ class Controller:
 
     # ------------------------------------------------------------ elections and recovery
     def _on_elect_leaders(self, req: ElectLeadersRequest, acts: Actions) -> ElectLeadersResponse:
+        """Kafka's electLeader: PREFERRED moves the leadership to the first replica (when it
+        is in the ISR and usable); UNCLEAN elects where no leader is, uncleanly if it must."""
         reg = self.image.partitions.get(req.tp)
         if reg is None:
             return ElectLeadersResponse(req.correlation_id, req.tp, ErrorCode.unknown_topic_or_partition)
+        if req.election_type == PREFERRED_ELECTION:
+            if reg.replicas and reg.leader == reg.replicas[0]:
+                return ElectLeadersResponse(req.correlation_id, req.tp, ErrorCode.election_not_needed, reg.leader)
+            new = self._change(req.tp, acts, preferred=True)
+            code = ErrorCode.none if new != reg else ErrorCode.preferred_leader_not_available
+            return ElectLeadersResponse(req.correlation_id, req.tp, code, new.leader)
         if reg.leader != NO_LEADER:
             return ElectLeadersResponse(req.correlation_id, req.tp, ErrorCode.election_not_needed, reg.leader)
         new = self._change(req.tp, acts)
-        if new.leader == NO_LEADER and req.election_type == 1:
+        if new.leader == NO_LEADER:
             for r in reg.replicas:
                 if self.image.is_usable(r):
                     new = self._change(req.tp, acts, force_leader=r, how="manual unclean election")
                     break
         code = ErrorCode.none if new.leader != NO_LEADER else ErrorCode.eligible_leaders_not_available
         return ElectLeadersResponse(req.correlation_id, req.tp, code, new.leader)
+
+    # ------------------------------------------------------------ reassignments
+    def _on_alter_reassignment(self, req: AlterReassignmentRequest, acts: Actions) -> AlterReassignmentResponse:
+        """Start, replace or cancel the reassignment of one partition (KRaft's
+        alterPartitionReassignment): the target replicas join, and once they are all in the
+        ISR the replicas they replace leave (election.py, completed by any later change)."""
+        try:
+            self._reassign(req, acts)
+        except AdminError as e:
+            return AlterReassignmentResponse(req.correlation_id, req.tp, e.code, e.message)
+        return AlterReassignmentResponse(req.correlation_id, req.tp, ErrorCode.none)
+
+    def _reassign(self, req: AlterReassignmentRequest, acts: Actions) -> None:
+        reg = self.image.partitions.get(req.tp)
+        if reg is None:
+            raise AdminError(ErrorCode.unknown_topic_or_partition, f"Unable to find partition {req.tp.topic}:{req.tp.partition}.")
+        if req.replicas is None:
+            if not reg.reassigning:
+                raise AdminError(ErrorCode.no_reassignment_in_progress, "No partition reassignment is in progress.")
+            original, isr, unclean = reassignment_revert(reg)
+            if unclean and not self._policy(req.tp.topic).unclean:
+                raise AdminError(ErrorCode.invalid_replica_assignment, f"Unable to revert partition assignment for "
+                                 f"{req.tp.topic}:{req.tp.partition} because it would require an unclean leader election.")
+            self._change(req.tp, acts, target_isr=isr, assignment=original)
+            return
+        check_assignment(self.image, req.replicas)
+        if not req.allow_rf_change and len(req.replicas) != len(reg.target_replicas):
+            raise AdminError(ErrorCode.invalid_replication_factor, f"The replication factor is changed from "
+                             f"{len(reg.target_replicas)} to {len(req.replicas)}, which is not allowed.")
+        self._change(req.tp, acts, assignment=reassignment_to(reg, req.replicas))
 
     def _strategy(self, topic: str) -> str:
         return self.image.topic_config(topic, "unclean.recovery.strategy", self.config.unclean_recovery_strategy)

@@ -10,6 +10,13 @@ leader. The ELR (when the `elr` safeguard is on) holds the replicas removed from
 below min.insync.replicas; it is cleared, with LastKnownELR, once the ISR reaches it.
 Without the `elr` safeguard the ISR never shrinks to empty (the Kafka 3.5 rule that
 produces Last Replica Standing).
+
+Reassignment (KRaft's PartitionReassignmentReplicas, docs/broker.md "Admin APIs"): a
+partition being moved to a target replica list has `replicas` = the target followed by
+the replicas it drops, `adding_replicas` and `removing_replicas`. Every change completes
+the reassignment once its ISR holds every target replica: the dropped replicas leave the
+replicas and the ISR (and the leadership), and the leader epoch is bumped whenever
+replicas leave, so the removed ones are fenced.
 """
 
 from __future__ import annotations
@@ -32,6 +39,49 @@ class ElectionPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Assignment:
+    """A partition's replicas and the reassignment in progress, if any."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+
+def assignment_of(reg: PartitionRegistration) -> Assignment:
+    return Assignment(reg.replicas, reg.adding_replicas, reg.removing_replicas)
+
+
+def reassignment_to(reg: PartitionRegistration, target: tuple[int, ...]) -> Assignment:
+    """The assignment that moves `reg` to `target` (replacing any reassignment in progress:
+    its adding replicas that `target` lacks are removed again)."""
+    removing = tuple(sorted(set(reg.replicas) - set(target)))
+    adding = tuple(sorted(set(target) - set(reg.replicas)))
+    return Assignment(tuple(target) + removing, adding, removing)
+
+
+def reassignment_revert(reg: PartitionRegistration) -> tuple[Assignment, tuple[int, ...], bool]:
+    """Cancelling the reassignment in progress: (the original assignment, its ISR, whether
+    the ISR had only adding replicas so the first original replica is forced in: unclean)."""
+    original = tuple(r for r in reg.replicas if r not in reg.adding_replicas)
+    isr = tuple(r for r in reg.isr if r not in reg.adding_replicas)
+    if isr or not original:
+        return Assignment(original), isr, False
+    return Assignment(original), original[:1], True
+
+
+def _completed(a: Assignment, isr: set[int]) -> tuple[Assignment, set[int]] | None:
+    """The assignment and ISR once the reassignment completes, None if it cannot yet (or
+    none is in progress): every target replica must be in the ISR."""
+    if not a.adding and not a.removing:
+        return None
+    new_isr = isr - set(a.removing)
+    replicas = tuple(r for r in a.replicas if r not in a.removing)
+    if not new_isr or not replicas or not set(replicas) <= new_isr:
+        return None
+    return Assignment(replicas), new_isr
+
+
+@dataclass(frozen=True, slots=True)
 class ChangeResult:
     registration: PartitionRegistration
     unclean: bool = False
@@ -51,6 +101,8 @@ def change_partition(
     unclean_shutdown: frozenset[int] = frozenset(),
     leader_recovery_state: int | None = None,
     force_leader: int | None = None,
+    assignment: Assignment | None = None,
+    preferred: bool = False,
 ) -> ChangeResult | None:
     """The registration after asking for `target_isr`, electing as needed.
 
@@ -58,9 +110,16 @@ def change_partition(
     `unclean_shutdown`: brokers that just re-registered after an unclean shutdown (they
     leave the ELR for LastKnownELR). `force_leader`: the replica chosen by unclean
     recovery (log inspection); it becomes the only ISR member, RECOVERING.
+    `assignment`: new replicas (a reassignment's start or cancellation; default: the
+    registration's). `preferred`: elect the first replica if it is in the ISR and usable
+    (a preferred leader election).
     """
-    replicas = reg.replicas
+    a = assignment_of(reg) if assignment is None else assignment
     isr_set = set(target_isr)
+    done = _completed(a, isr_set)
+    if done is not None:
+        a, isr_set = done
+    replicas = a.replicas
     if not policy.elr and not isr_set and reg.isr:
         # Kafka 3.5: the ISR cannot shrink to empty; the last replica standing stays.
         isr_set = {reg.isr[0]} if len(reg.isr) == 1 else {reg.leader if reg.leader in reg.isr else reg.isr[0]}
@@ -76,6 +135,8 @@ def change_partition(
     unclean = False
     if force_leader is not None:
         leader, new_isr, elr, lkelr, recovery, unclean = force_leader, (force_leader,), (), (), RECOVERING, True
+    elif preferred and replicas and replicas[0] in isr_set and usable(replicas[0]):
+        leader = replicas[0]
     elif not (leader != NO_LEADER and leader in isr_set and usable(leader)):
         leader = NO_LEADER
         for r in new_isr:
@@ -96,14 +157,18 @@ def change_partition(
     if policy.elr and len(new_isr) >= policy.min_isr:
         elr, lkelr = (), ()
     leader_changed = leader != reg.leader
+    fence_removed = not set(reg.replicas) <= set(replicas)  # KRaft bumps the epoch when replicas leave
     new = replace(
         reg,
+        replicas=replicas,
+        adding_replicas=a.adding,
+        removing_replicas=a.removing,
         isr=new_isr,
         leader=leader,
         elr=elr,
         last_known_elr=lkelr,
         leader_recovery_state=recovery,
-        leader_epoch=reg.leader_epoch + 1 if leader_changed else reg.leader_epoch,
+        leader_epoch=reg.leader_epoch + 1 if leader_changed or fence_removed else reg.leader_epoch,
         partition_epoch=reg.partition_epoch,
     )
     if new == reg:

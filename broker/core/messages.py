@@ -269,11 +269,16 @@ class GetReplicaLogInfoResponse:
 # ---------------------------------------------------------------- admin -> controller
 @dataclass(frozen=True, slots=True)
 class CreateTopicRequest:
+    """`assignments`: a manual replica assignment (the replicas of partitions 0, 1, ...;
+    then `num_partitions` and `replication_factor` are -1). `validate_only`: check, write nothing."""
+
     correlation_id: int
     name: str
     num_partitions: int
     replication_factor: int
     configs: tuple[tuple[str, str], ...] = ()
+    assignments: tuple[tuple[int, ...], ...] = ()
+    validate_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +303,9 @@ class DeleteTopicResponse:
     message: str = ""
 
 
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+
+
 @dataclass(frozen=True, slots=True)
 class ElectLeadersRequest:
     """Admin election; `election_type` 0 = preferred, 1 = unclean (the `manual` recovery)."""
@@ -313,6 +321,79 @@ class ElectLeadersResponse:
     tp: TopicPartition
     error: ErrorCode
     leader: int = NO_LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsRequest:
+    """Grow `topic` to `count` partitions; `assignments`: the replicas of each new one
+    (empty: placed by the controller)."""
+
+    correlation_id: int
+    topic: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] = ()
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePartitionsResponse:
+    correlation_id: int
+    topic: str
+    error: ErrorCode
+    message: str = ""
+
+
+# IncrementalAlterConfigs' operations (AlterConfigOp.OpType)
+CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChange:
+    name: str
+    operation: int  # CONFIG_SET ... CONFIG_SUBTRACT
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsRequest:
+    """Change a resource's configs. `replace` (the legacy AlterConfigs): the changes are
+    all SETs and every config they do not name is deleted."""
+
+    correlation_id: int
+    resource_type: int
+    resource_name: str
+    changes: tuple[ConfigChange, ...]
+    replace: bool = False
+    validate_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigsResponse:
+    correlation_id: int
+    resource_type: int
+    resource_name: str
+    error: ErrorCode
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AlterReassignmentRequest:
+    """AlterPartitionReassignments for one partition: move it to `replicas`, or cancel the
+    reassignment in progress (`replicas` None). `allow_rf_change` False (KIP-860): a target
+    of another size is refused."""
+
+    correlation_id: int
+    tp: TopicPartition
+    replicas: tuple[int, ...] | None
+    allow_rf_change: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class AlterReassignmentResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: ErrorCode
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,9 +455,11 @@ class ReplicaTruncated:
 
 @dataclass(frozen=True, slots=True)
 class DeletePartitionLog:
-    """The partition's topic was deleted: the shell removes the replica's log."""
+    """The partition's topic was deleted (`topic_deleted`), or its replica moved off this
+    broker: the shell removes the replica's log."""
 
     tp: TopicPartition
+    topic_deleted: bool = True
 
 
 @dataclass(slots=True)
@@ -401,4 +484,7 @@ CONTROLLER_BOUND = (
     DeleteTopicRequest,
     ElectLeadersRequest,
     GetReplicaLogInfoResponse,
+    CreatePartitionsRequest,
+    AlterConfigsRequest,
+    AlterReassignmentRequest,
 )

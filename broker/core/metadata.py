@@ -63,6 +63,18 @@ class PartitionRegistration:
     elr: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
     leader_recovery_state: int = RECOVERED
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        """A reassignment is in progress (KRaft: adding or removing replicas is non-empty)."""
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once the reassignment in progress (if any) completes."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +102,19 @@ class LeaderChangeRecord:
     voters: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """One config of one resource set (`value`) or deleted (None), as KRaft's ConfigRecord:
+    AlterConfigs, IncrementalAlterConfigs. Only topics (`resource_type` 2) have them here."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -98,6 +123,7 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | LeaderChangeRecord
+    | ConfigRecord
 )
 
 # Topic ids are derived from the name and the offset of the TopicRecord, so every node
@@ -154,11 +180,22 @@ class MetadataImage:
                 del self.partitions[tp]
         elif isinstance(record, PartitionRecord | PartitionChangeRecord):
             self.partitions[record.tp] = record.registration
+        elif isinstance(record, ConfigRecord):
+            self._apply_config(record)
         elif isinstance(record, LeaderChangeRecord):
             pass  # a control record of the quorum: it changes nothing in the image
         else:
             raise ValueError(f"unknown metadata record {type(record).__name__}")
         self.next_offset = offset + 1
+
+    def _apply_config(self, record: ConfigRecord) -> None:
+        configs = self.topics.get(record.resource_name) if record.resource_type == TOPIC_RESOURCE else None
+        if configs is None:
+            return  # a config of a topic deleted since (or of a resource kept nowhere)
+        if record.value is None:
+            configs.pop(record.name, None)
+        else:
+            configs[record.name] = record.value
 
     def is_usable(self, broker_id: int) -> bool:
         """Registered, unfenced and not shutting down: can lead or join the ISR."""
@@ -184,6 +221,7 @@ _TYPES = {
         PartitionChangeRecord,
         RemoveTopicRecord,
         LeaderChangeRecord,
+        ConfigRecord,
     )
 }
 
@@ -218,8 +256,9 @@ def decode_entry(line: bytes | str, where: str = "metadata log") -> tuple[int, i
             d["tp"] = TopicPartition(d["tp"][0], int(d["tp"][1]))
         if "registration" in d:
             r = d["registration"]
-            d["registration"] = PartitionRegistration(
-                **{f.name: (tuple(r[f.name]) if isinstance(r[f.name], list) else r[f.name]) for f in fields(PartitionRegistration)}
+            d["registration"] = PartitionRegistration(  # fields added later may be absent
+                **{f.name: (tuple(r[f.name]) if isinstance(r[f.name], list) else r[f.name])
+                   for f in fields(PartitionRegistration) if f.name in r}
             )
         if "configs" in d:
             d["configs"] = tuple(tuple(kv) for kv in d["configs"])

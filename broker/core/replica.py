@@ -185,6 +185,10 @@ class PartitionReplica:
                 self.followers = {
                     r: FollowerState(last_caught_up_time=now if r in reg.isr else 0) for r in reg.replicas if r != me
                 }
+            else:  # same epoch: a reassignment may have added replicas
+                for r in reg.replicas:
+                    if r != me and r not in self.followers:
+                        self.followers[r] = FollowerState(last_caught_up_time=0)
             self.partition_epoch = reg.partition_epoch
             self._fail_pending_if_under_min_isr(ev)
             self.maybe_propose_recovered(image, now, ev)

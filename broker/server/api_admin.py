@@ -1,5 +1,6 @@
-"""Metadata and the admin APIs: Metadata (with auto-creation), CreateTopics, DeleteTopics
-(through the active controller) and DescribeConfigs (from the property table)."""
+"""Metadata and the topic admin APIs: Metadata (with auto-creation), CreateTopics (placed
+or manually assigned, with topic configs), DeleteTopics and CreatePartitions, through the
+active controller (the rules are broker/core/admin_rules.py)."""
 
 from __future__ import annotations
 
@@ -10,24 +11,38 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.config import ConfigEntry, broker_config_entries, topic_config_entries
+from broker.config import topic_config_entries
+from broker.core.admin_rules import AdminError, new_topic_configs, ordered_assignments
 from broker.core.messages import (
     NO_LEADER,
+    CreatePartitionsRequest,
     CreateTopicRequest,
     DeleteTopicRequest,
 )
-from broker.core.properties import ConfigSource, ConfigType
-from broker.server.api_base import ApiFamily, HandlerHost, Req, reply_error
+from broker.core.properties import BY_TOPIC_NAME
+from broker.server.api_base import ADMIN_FALLBACK_TIMEOUT_S, ApiFamily, HandlerHost, Req
 from broker.wire import kafka as k
 
 E = ErrorCode
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-FLUSH_POLICY = "wrack.flush.policy"  # a read-only DescribeConfigs line, not a property
-ADMIN_FALLBACK_TIMEOUT_S = 30.0  # how long a CreateTopics/DeleteTopics with timeout 0 waits for the controller
+TIMED_OUT = {"error_code": E.request_timed_out, "error_message": "the controller did not answer in time"}
 
 
 def valid_topic_name(name: str | None) -> bool:
     return bool(name) and name not in (".", "..") and _TOPIC_NAME.fullmatch(name) is not None  # type: ignore[arg-type]
+
+
+def topic_settable(key: str) -> bool:
+    """Whether a topic's DescribeConfigs line may be altered (a topic-scoped property)."""
+    p = BY_TOPIC_NAME.get(key)
+    return p is not None and p.settable_on_topics
+
+
+def admin_timeout(timeout: Any) -> tuple[bool, float]:
+    """(whether to wait for the metadata to spread, seconds to wait) for an admin request's
+    timeout: <= 0 answers once the controller has."""
+    ms = k.ms(timeout)
+    return ms > 0, ms / 1000.0 if ms > 0 else ADMIN_FALLBACK_TIMEOUT_S
 
 
 class AdminApis(ApiFamily):
@@ -37,7 +52,7 @@ class AdminApis(ApiFamily):
 
     def apis(self) -> dict[int, Callable[[Req, Any], None]]:
         return {k.METADATA: self.metadata, k.CREATE_TOPICS: self.create_topics, k.DELETE_TOPICS: self.delete_topics,
-                k.DESCRIBE_CONFIGS: self.describe_configs}
+                k.CREATE_PARTITIONS: self.create_partitions}
 
     # ------------------------------------------------------------ Metadata
     def _live_brokers(self, listener: str) -> list[dict[str, Any]]:
@@ -124,186 +139,132 @@ class AdminApis(ApiFamily):
 
     # ------------------------------------------------------------ CreateTopics / DeleteTopics
     def create_topics(self, req: Req, body: Any) -> None:
-        self._spawn(req, body, self._create_topics(req, body))
+        self.spawn(req, body, self._create_topics(req, body))
 
-    def _spawn(self, req: Req, body: Any, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _check_new_topic(self, t: Any, seen: set[str], validate_only: bool
+                         ) -> tuple[CreateTopicRequest | None, dict[str, Any]]:
+        """The controller request for one CreateTopics entry, or None and its error."""
+        def fail(code: ErrorCode, text: str) -> tuple[None, dict[str, Any]]:
+            return None, {"error_code": code, "error_message": text}
 
-        def done(t: asyncio.Task[Any]) -> None:
-            if t.cancelled():
-                return
-            if t.exception() is not None:
-                self.log.error("%r: %r failed: %r", req.conn, req.header, t.exception())
-                reply_error(req, body, E.unknown_server_error, self.log)
-
-        task.add_done_callback(done)
+        name = t.name
+        if name in seen:
+            return fail(E.invalid_request, "topic listed twice")
+        seen.add(name)
+        if not valid_topic_name(name):
+            return fail(E.invalid_topic_exception, f"invalid topic name {name!r}")
+        np, rf = t.num_partitions, t.replication_factor
+        assignments: tuple[tuple[int, ...], ...] = ()
+        if t.assignments:
+            try:
+                assignments = ordered_assignments((a.partition_index, tuple(a.broker_ids)) for a in t.assignments)
+            except AdminError as e:
+                return fail(e.code, e.message)
+        else:
+            np = np if np != -1 else self.s.num_partitions
+            rf = rf if rf != -1 else self.s.default_replication_factor
+            if np <= 0:
+                return fail(E.invalid_partitions, f"number of partitions must be positive, got {np}")
+            if rf <= 0:
+                return fail(E.invalid_replication_factor, f"replication factor must be positive, got {rf}")
+        if name in self.image.topics:
+            return fail(E.topic_already_exists, f"Topic '{name}' already exists.")
+        configs = tuple((c.name, c.value) for c in t.configs)
+        return CreateTopicRequest(self.node.new_cid(), name, np, rf, configs, assignments, validate_only), {}
 
     async def _create_topics(self, req: Req, body: Any) -> None:
-        # timeout <= 0: answer once the controller has (not waiting for the metadata to spread)
-        propagate = k.ms(body.timeout) > 0
-        timeout = k.ms(body.timeout) / 1000.0 if propagate else ADMIN_FALLBACK_TIMEOUT_S
-        validate_only = getattr(body, "validate_only", False)
-        image = self.image
-        results: dict[str, dict[str, Any]] = {}
-        futures: dict[str, asyncio.Future[Any]] = {}
-        sizes: dict[str, tuple[int, int]] = {}
-        seen: set[str] = set()
-        for t in body.topics:
-            name = t.name
-            np = t.num_partitions if t.num_partitions != -1 else self.s.num_partitions
-            rf = t.replication_factor if t.replication_factor != -1 else self.s.default_replication_factor
-            sizes[name] = (np, rf)
-            err, text = E.none, None
-            if name in seen:
-                err, text = E.invalid_request, "topic listed twice"
-            elif not valid_topic_name(name):
-                err, text = E.invalid_topic_exception, f"invalid topic name {name!r}"
-            elif t.assignments:
-                err, text = E.invalid_request, "manual replica assignment is not supported"
-            elif np <= 0:
-                err, text = E.invalid_partitions, f"number of partitions must be positive, got {np}"
-            elif rf <= 0:
-                err, text = E.invalid_replication_factor, f"replication factor must be positive, got {rf}"
-            elif name in image.topics:
-                err, text = E.topic_already_exists, f"topic {name!r} already exists"
-            elif validate_only:
-                usable = sum(1 for b in image.brokers if image.is_usable(b))
-                if rf > usable:
-                    err, text = E.invalid_replication_factor, f"replication factor {rf} is larger than {usable} available brokers"
-            seen.add(name)
-            if err is not E.none or validate_only:
-                results[name] = {"error_code": err, "error_message": text}
-                continue
-            configs = tuple((c.name, c.value) for c in t.configs)
-            futures[name] = self.node.forward_to_controller(CreateTopicRequest(self.node.new_cid(), name, np, rf, configs))
+        propagate, timeout = admin_timeout(body.timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        if futures:
-            await asyncio.wait(list(futures.values()), timeout=timeout)
-        created = []
-        for name, fut in futures.items():
-            if not fut.done() or fut.cancelled():
-                fut.cancel()
-                results[name] = {"error_code": E.request_timed_out, "error_message": "the controller did not answer in time"}
-                continue
-            resp = fut.result()
-            results[name] = {"error_code": resp.error, "error_message": resp.message or None}
-            if resp.error is E.none:
-                created.append(name)
-        if created and propagate:  # answer once this broker's metadata shows the new topics (clients ask it next)
-            want = {n: sizes[n][0] for n in created}
-            wait = self.node.wait_for_metadata(
-                lambda: all(sum(1 for tp in self.image.partitions if tp.topic == n) == c for n, c in want.items())
-            )
-            try:
-                await asyncio.wait_for(wait, max(deadline - loop.time(), 0.05))
-            except TimeoutError:
-                pass
-        out = []
+        results: dict[str, dict[str, Any]] = {}
+        asks: dict[str, CreateTopicRequest] = {}
+        seen: set[str] = set()
+        validate_only = bool(getattr(body, "validate_only", False))
         for t in body.topics:
-            r = results[t.name]
-            np, rf = sizes[t.name]
-            ok = r["error_code"] is E.none
-            out.append({"name": t.name, "topic_id": self.image.topic_ids.get(t.name), **r,
-                        "num_partitions": np if ok else -1, "replication_factor": rf if ok else -1, "configs": []})
-        req.reply({"throttle_time": 0, "topics": out})
+            msg, err = self._check_new_topic(t, seen, validate_only)
+            if msg is None:
+                results.setdefault(t.name, err)
+            else:
+                asks[t.name] = msg
+        for name, resp in (await self.ask_controller(asks, timeout)).items():
+            results[name] = TIMED_OUT if resp is None else {"error_code": resp.error, "error_message": resp.message or None}
+        created = {n: asks[n] for n in asks if results[n]["error_code"] is E.none and not asks[n].validate_only}
+        if created and propagate:  # answer once this broker's metadata shows the new topics (clients ask it next)
+            want = {n: len(m.assignments) or m.num_partitions for n, m in created.items()}
+            await self.await_metadata(
+                lambda: all(sum(1 for tp in self.image.partitions if tp.topic == n) == c for n, c in want.items()),
+                deadline - loop.time())
+        req.reply({"throttle_time": 0, "topics": [self._created(t.name, results[t.name], asks.get(t.name))
+                                                  for t in body.topics]})
+
+    def _created(self, name: str, result: dict[str, Any], ask: CreateTopicRequest | None) -> dict[str, Any]:
+        """One CreateTopics result: with the partitions, replication factor and effective
+        configs (v5+) of a topic created (or validated)."""
+        out = {"name": name, "topic_id": self.image.topic_ids.get(name), **result, "num_partitions": -1,
+               "replication_factor": -1, "configs": []}
+        if result["error_code"] is E.none and ask is not None:
+            out["num_partitions"] = len(ask.assignments) or ask.num_partitions
+            out["replication_factor"] = len(ask.assignments[0]) if ask.assignments else ask.replication_factor
+            given = dict(new_topic_configs(ask.configs))
+            out["configs"] = [{"name": e.name, "value": e.value, "read_only": not topic_settable(e.name),
+                               "config_source": e.source, "is_sensitive": False}
+                              for e in sorted(topic_config_entries(self.s, given).values(), key=lambda e: e.name)]
+        return out
 
     def delete_topics(self, req: Req, body: Any) -> None:
-        self._spawn(req, body, self._delete_topics(req, body))
+        self.spawn(req, body, self._delete_topics(req, body))
 
     async def _delete_topics(self, req: Req, body: Any) -> None:
-        # timeout <= 0: answer once the controller has (not waiting for the metadata to spread)
-        propagate = k.ms(body.timeout) > 0
-        timeout = k.ms(body.timeout) / 1000.0 if propagate else ADMIN_FALLBACK_TIMEOUT_S
+        propagate, timeout = admin_timeout(body.timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         image = self.image
         by_id = {tid: n for n, tid in image.topic_ids.items()}
-        wanted: list[tuple[str | None, Any]] = []
         if req.version >= 6:
-            for t in body.topics:
-                wanted.append((t.name if t.name is not None else by_id.get(t.topic_id), t.topic_id))
+            wanted = [(t.name if t.name is not None else by_id.get(t.topic_id), t.topic_id) for t in body.topics]
         else:
             wanted = [(n, None) for n in body.topic_names]
         results: dict[int, dict[str, Any]] = {}
-        futures: dict[int, asyncio.Future[Any]] = {}
+        asks: dict[int, DeleteTopicRequest] = {}
         for i, (name, _tid) in enumerate(wanted):
             if name is None:
                 results[i] = {"error_code": E.unknown_topic_id}
             elif name not in image.topics:
                 results[i] = {"error_code": E.unknown_topic_or_partition}
             else:
-                futures[i] = self.node.forward_to_controller(DeleteTopicRequest(self.node.new_cid(), name))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        if futures:
-            await asyncio.wait(list(futures.values()), timeout=timeout)
-        gone = []
-        for i, fut in futures.items():
-            if not fut.done() or fut.cancelled():
-                fut.cancel()
-                results[i] = {"error_code": E.request_timed_out}
-            else:
-                results[i] = {"error_code": fut.result().error, "error_message": fut.result().message or None}
-                if fut.result().error is E.none:
-                    gone.append(wanted[i][0])
+                asks[i] = DeleteTopicRequest(self.node.new_cid(), name)
+        for i, resp in (await self.ask_controller(asks, timeout)).items():
+            results[i] = TIMED_OUT if resp is None else {"error_code": resp.error, "error_message": resp.message or None}
+        gone = [asks[i].name for i in asks if results[i]["error_code"] is E.none]
         if gone and propagate:
-            wait = self.node.wait_for_metadata(lambda: not any(n in self.image.topics for n in gone))
-            try:
-                await asyncio.wait_for(wait, max(deadline - loop.time(), 0.05))
-            except TimeoutError:
-                pass
+            await self.await_metadata(lambda: not any(n in self.image.topics for n in gone), deadline - loop.time())
         out = [{"name": name, "topic_id": tid or image.topic_ids.get(name or ""), **results[i]}
                for i, (name, tid) in enumerate(wanted)]
         req.reply({"throttle_time": 0, "responses": out})
 
-    # ------------------------------------------------------------ DescribeConfigs
-    def describe_configs(self, req: Req, body: Any) -> None:
-        out = []
-        for res in body.resources:
-            keys = set(res.configuration_keys) if res.configuration_keys else None
-            if res.resource_type == 2:  # TOPIC
-                if res.resource_name not in self.image.topics:
-                    out.append({"error_code": E.unknown_topic_or_partition, "error_message": f"no topic {res.resource_name!r}",
-                                "resource_type": 2, "resource_name": res.resource_name, "configs": []})
-                    continue
-                entries = self._topic_configs(res.resource_name)
-            elif res.resource_type == 4:  # BROKER
-                if res.resource_name not in ("", str(self.node.node_id)):
-                    out.append({"error_code": E.invalid_request, "error_message": "only this broker's configs are served here",
-                                "resource_type": 4, "resource_name": res.resource_name, "configs": []})
-                    continue
-                entries = self._broker_configs()
-            else:
-                out.append({"error_code": E.invalid_request, "error_message": f"resource type {res.resource_type} is not supported",
-                            "resource_type": res.resource_type, "resource_name": res.resource_name, "configs": []})
+    # ------------------------------------------------------------ CreatePartitions
+    def create_partitions(self, req: Req, body: Any) -> None:
+        self.spawn(req, body, self._create_partitions(req, body))
+
+    async def _create_partitions(self, req: Req, body: Any) -> None:
+        """Grow topics (KRaft's createPartitions); a topic named twice is INVALID_REQUEST."""
+        propagate, timeout = admin_timeout(body.timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        names = [t.name for t in body.topics]
+        results: dict[str, dict[str, Any]] = {}
+        asks: dict[str, CreatePartitionsRequest] = {}
+        for t in body.topics:
+            if names.count(t.name) > 1:
+                results[t.name] = {"error_code": E.invalid_request, "error_message": "Duplicate topic in request."}
                 continue
-            docs = bool(getattr(body, "include_documentation", False))
-            configs = [
-                {"name": e.name, "value": e.value, "read_only": True, "config_source": e.source, "is_sensitive": False,
-                 "synonyms": [], "config_type": e.type, "documentation": e.doc if docs else None,
-                 "is_default": e.source == ConfigSource.DEFAULT_CONFIG}
-                for e in sorted(entries.values(), key=lambda e: e.name) if keys is None or e.name in keys
-            ]
-            out.append({"error_code": E.none, "error_message": None, "resource_type": res.resource_type,
-                        "resource_name": res.resource_name, "configs": configs})
-        req.reply({"throttle_time": 0, "results": out})
-
-    def _topic_configs(self, name: str) -> dict[str, ConfigEntry]:
-        """Every topic property (broker/core/properties.py) and the flush policy line."""
-        entries = topic_config_entries(self.s, self.image.topics.get(name, {}))
-        entries[FLUSH_POLICY] = self._flush_policy()
-        return entries
-
-    def _broker_configs(self) -> dict[str, ConfigEntry]:
-        """Every broker and storage property (broker/core/properties.py) and the flush policy line."""
-        entries = broker_config_entries(self.s)
-        entries[FLUSH_POLICY] = self._flush_policy()
-        return entries
-
-    def _flush_policy(self) -> ConfigEntry:
-        """`wrack.flush.policy`: not a property but the storage's description of the flush
-        policy the log.flush.* properties make (read-only)."""
-        store = self.node.store
-        given = any(k.startswith("log.flush.") for k in self.s.storage)
-        return ConfigEntry(FLUSH_POLICY, store.describe_flush_policy() if store is not None else "",
-                           ConfigSource.STATIC_BROKER_CONFIG if given else ConfigSource.DEFAULT_CONFIG, ConfigType.STRING,
-                           "How the storage flushes (from the log.flush.* properties).")
+            assignments = tuple(tuple(a.broker_ids) for a in t.assignments or ())
+            asks[t.name] = CreatePartitionsRequest(self.node.new_cid(), t.name, t.count, assignments, body.validate_only)
+        for name, resp in (await self.ask_controller(asks, timeout)).items():
+            results[name] = TIMED_OUT if resp is None else {"error_code": resp.error, "error_message": resp.message or None}
+        grown = {n: m.count for n, m in asks.items() if results[n]["error_code"] is E.none and not m.validate_only}
+        if grown and propagate:
+            await self.await_metadata(
+                lambda: all(sum(1 for tp in self.image.partitions if tp.topic == n) >= c for n, c in grown.items()),
+                deadline - loop.time())
+        req.reply({"throttle_time": 0, "results": [{"name": n, **results[n]} for n in dict.fromkeys(names)]})

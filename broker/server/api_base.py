@@ -1,15 +1,17 @@
 """What every family of Kafka API handlers shares: the request being answered (`Req`),
 what the handlers use of the node (`HandlerHost`: the node of broker/server/node.py is one,
-so no handler module imports the node), the metadata-image helpers of `ApiFamily`, and
-`error_response` (a response with one error code in every error field).
+so no handler module imports the node), the metadata-image helpers of `ApiFamily` and its
+way to the controller (`spawn` a handler coroutine, `ask_controller` and wait for the
+answers, `await_metadata`), and `error_response` (a response with one error code in every
+error field).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -25,6 +27,8 @@ from broker.storage import LogManager
 from broker.wire import kafka as k
 
 E = ErrorCode
+K = TypeVar("K")
+ADMIN_FALLBACK_TIMEOUT_S = 30.0  # how long an admin request with timeout 0 waits for the controller
 
 
 class Req:
@@ -123,6 +127,42 @@ class ApiFamily:
     def _known(self, tp: TopicPartition) -> bool:
         return tp in self.image.partitions
 
+    # ------------------------------------------------------------ the controller
+    def spawn(self, req: Req, body: Any, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a handler coroutine; an exception in it answers UNKNOWN_SERVER_ERROR."""
+        task = asyncio.get_running_loop().create_task(coro)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            if t.cancelled():
+                return
+            if t.exception() is not None:
+                self.log.error("%r: %r failed: %r", req.conn, req.header, t.exception())
+                reply_error(req, body, E.unknown_server_error, self.log)
+
+        task.add_done_callback(done)
+
+    async def ask_controller(self, msgs: Mapping[K, Any], timeout_s: float) -> dict[K, Any]:
+        """Send each message to the active controller; its answer by key, None for those
+        not answered within `timeout_s`."""
+        futures = {key: self.node.forward_to_controller(msg) for key, msg in msgs.items()}
+        if futures:
+            await asyncio.wait(list(futures.values()), timeout=timeout_s)
+        out: dict[K, Any] = {}
+        for key, fut in futures.items():
+            if fut.done() and not fut.cancelled():
+                out[key] = fut.result()
+            else:
+                fut.cancel()
+                out[key] = None
+        return out
+
+    async def await_metadata(self, pred: Callable[[], bool], timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until this broker's metadata satisfies `pred`."""
+        try:
+            await asyncio.wait_for(self.node.wait_for_metadata(pred), max(timeout_s, 0.05))
+        except TimeoutError:
+            pass
+
     def _topics_by_id(self) -> dict[Any, str]:
         image = self.image
         if self._by_id_offset != image.next_offset:
@@ -182,4 +222,16 @@ def error_response(api_key: int, body: Any, code: ErrorCode) -> dict[str, Any]:
     if api_key == k.DESCRIBE_CONFIGS:
         return {"results": [{"error_code": code, "error_message": None, "resource_type": r.resource_type,
                              "resource_name": r.resource_name, "configs": []} for r in body.resources]}
+    if api_key in (k.ALTER_CONFIGS, k.INCREMENTAL_ALTER_CONFIGS):
+        return {"responses": [{"error_code": code, "resource_type": r.resource_type, "resource_name": r.resource_name}
+                              for r in body.resources]}
+    if api_key == k.CREATE_PARTITIONS:
+        return {"results": [{"name": t.name, "error_code": code} for t in body.topics]}
+    if api_key == k.ELECT_LEADERS:
+        return {"error_code": code, "replica_election_results": [
+            {"topic": t.topic, "partition_result": [{"partition_id": p, "error_code": code} for p in t.partitions]}
+            for t in body.topic_partitions or ()]}
+    if api_key == k.ALTER_PARTITION_REASSIGNMENTS:
+        return {"error_code": code, "responses": [{"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in body.topics]}
     return {"error_code": code}

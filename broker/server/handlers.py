@@ -11,8 +11,9 @@ or later). Bad input never raises out of it:
 - an exception in a handler: UNKNOWN_SERVER_ERROR in every error field (logged).
 
 The APIs come in families, each a module given only the node's `HandlerHost`
-(broker/server/api_base.py): the data path (api_data.py), metadata and admin
-(api_admin.py), consumer groups (api_groups.py); ApiVersions is answered here. Per-API
+(broker/server/api_base.py): the data path (api_data.py), metadata and topic admin
+(api_admin.py), configs (api_configs.py), elections, reassignments and log dirs
+(api_replicas.py), consumer groups (api_groups.py); ApiVersions is answered here. Per-API
 behaviour follows Kafka; what differs is said in docs/broker.md.
 """
 
@@ -26,8 +27,10 @@ from kio.schema.errors import ErrorCode
 
 from broker.server.api_admin import AdminApis
 from broker.server.api_base import HandlerHost, Req, reply_error
+from broker.server.api_configs import ConfigApis
 from broker.server.api_data import DataApis
 from broker.server.api_groups import GroupApis
+from broker.server.api_replicas import ReplicaApis
 from broker.server.connection import KafkaConnection, Slot
 from broker.wire import kafka as k
 
@@ -41,7 +44,7 @@ class Handlers:
         self.node = node
         self.log: logging.Logger = node.log.getChild("api")
         self.table: dict[int, Callable[[Req, Any], None]] = {k.API_VERSIONS: self.api_versions}
-        for family in (DataApis(node), AdminApis(node), GroupApis(node)):
+        for family in (DataApis(node), AdminApis(node), GroupApis(node), ConfigApis(node), ReplicaApis(node)):
             self.table.update(family.apis())
 
     # ------------------------------------------------------------ dispatch

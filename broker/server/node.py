@@ -48,11 +48,14 @@ from broker.core.controller import ControllerConfig
 from broker.core.messages import (
     CONTROLLER_BOUND,
     Actions,
+    AlterConfigsResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
+    AlterReassignmentResponse,
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
     CheckpointHighWatermarks,
+    CreatePartitionsResponse,
     CreateTopicResponse,
     DeletePartitionLog,
     DeleteTopicResponse,
@@ -111,10 +114,11 @@ _REPLIES = (FetchResponse, OffsetsForLeaderEpochResponse, MetadataResponse)
 _FROM_CONTROLLER = (
     BrokerRegistrationResponse, BrokerHeartbeatResponse, MetadataFetchResponse, AlterPartitionResponse,
     GetReplicaLogInfoRequest, FetchResponse, CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse,
-    NotController,
+    NotController, CreatePartitionsResponse, AlterConfigsResponse, AlterReassignmentResponse,
 )
 _FROM_PEERS = (FetchRequest,)
-_ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse)
+_ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse, CreatePartitionsResponse,
+                  AlterConfigsResponse, AlterReassignmentResponse)
 LINK_CHECK_MS = 1000
 OFFSETS_FILE = "wrack-consumer-offsets.log"
 
@@ -440,7 +444,7 @@ class Node:
                     except STORAGE_ERRORS as e:  # the next checkpoint tries again
                         self.log.error("cannot write the high-watermark checkpoint: %s", e)
             elif isinstance(o, DeletePartitionLog):
-                self._delete_log(o.tp)
+                self._delete_log(o.tp, o.topic_deleted)
             elif isinstance(o, LogFailure):
                 self.log.error("%s: storage failure in %s: %s (answered KAFKA_STORAGE_ERROR)", o.tp, o.operation, o.error)
             elif isinstance(o, ReplicaTruncated):
@@ -635,8 +639,8 @@ class Node:
 
     # ------------------------------------------------------------ admin forwarding
     def forward_to_controller(self, msg: Any) -> asyncio.Future[Any]:
-        """Send an admin request (CreateTopic, DeleteTopic, ElectLeaders) to the
-        controller; the future gets its response."""
+        """Send an admin request (CreateTopic, DeleteTopic, ElectLeaders, CreatePartitions,
+        AlterConfigs, AlterReassignment) to the controller; the future gets its response."""
         fut = asyncio.get_running_loop().create_future()
         self.admin_waiters[msg.correlation_id] = fut
         self.admin_pending[msg.correlation_id] = msg  # sent again if the controller moves
@@ -670,11 +674,11 @@ class Node:
                 keep.append((pred, fut))
         self.metadata_waiters = keep
 
-    def _delete_log(self, tp: TopicPartition) -> None:
+    def _delete_log(self, tp: TopicPartition, topic_deleted: bool = True) -> None:
         assert self.store is not None
         self.store.delete(tp)
-        self.log.info("deleted the log of %s", tp)
-        if self.offsets is not None and tp.partition == 0:
+        self.log.info("deleted the log of %s%s", tp, "" if topic_deleted else " (its replica moved away)")
+        if self.offsets is not None and tp.partition == 0 and topic_deleted:
             self.offsets.forget_topic(tp.topic)
 
     # ------------------------------------------------------------ timers

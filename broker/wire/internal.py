@@ -77,6 +77,12 @@ MESSAGES: tuple[type, ...] = (
     rm.BeginQuorumEpochRequest,
     rm.RaftFetchRequest,
     rm.RaftFetchResponse,
+    m.CreatePartitionsRequest,
+    m.CreatePartitionsResponse,
+    m.AlterConfigsRequest,
+    m.AlterConfigsResponse,
+    m.AlterReassignmentRequest,
+    m.AlterReassignmentResponse,
 )
 RECORDS: tuple[type, ...] = (
     md.RegisterBrokerRecord,
@@ -86,6 +92,7 @@ RECORDS: tuple[type, ...] = (
     md.PartitionChangeRecord,
     md.RemoveTopicRecord,
     md.LeaderChangeRecord,
+    md.ConfigRecord,
 )
 # Fields whose hint is too loose to derive a codec from.
 _OVERRIDES: dict[tuple[type, str], Any] = {

@@ -1,6 +1,6 @@
 """What the shell added to the sans-IO core: DeleteTopics, advertised listeners in the
 registration, topic ids, consumer long polls (min_bytes / max_bytes), ListOffsets and
-the acks=0 leadership check. Driven through the deterministic simulation."""
+the acks=0 leadership check, reassignments. Driven through the deterministic simulation."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from kio.schema.errors import ErrorCode
 from broker.core.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.core.controller import Controller, ControllerConfig
 from broker.core.messages import (
+    AlterReassignmentRequest,
+    AlterReassignmentResponse,
     BrokerRegistrationRequest,
     DeletePartitionLog,
     DeleteTopicRequest,
@@ -196,3 +198,37 @@ def test_registration_retries_from_100_ms_doubling_to_the_max_after_broken_contr
     b.handle(0, BrokerRegistrationResponse(cid, ErrorCode.none, 7), now)
     b.controller_connection_lost(now)  # a success resets the backoff
     assert b._metadata_retry_at - now == 100
+
+
+def test_a_reassignment_copies_the_log_to_the_new_replica_and_deletes_the_old_one():
+    """AlterReassignment in the simulation: the added replica fetches the whole log, joins
+    the ISR, the reassignment completes, the dropped replica deletes its log (keeping the
+    topic's offsets), and the invariants hold throughout."""
+    c = SimCluster(5)
+    c.run_for(3000)
+    assert c.create_topic("m", 1, 2).error is ErrorCode.none
+    tp = TopicPartition("m", 0)
+    for i in range(20):
+        assert c.produce_and_wait(tp, f"v{i}".encode()) is not None
+    old = c.controller.image.partitions[tp].replicas
+    (new,) = [b for b in (1, 2, 3) if b not in old]
+    target = (old[1], new)
+    deleted: list[tuple[int, object]] = []
+    apply = c._apply
+
+    def spy(node, acts):
+        deleted.extend((node, o) for o in acts.other if isinstance(o, DeletePartitionLog))
+        apply(node, acts)
+
+    c._apply = spy
+    c.send(ADMIN, CONTROLLER, AlterReassignmentRequest(90, tp, target))
+    assert c.run_until_true(lambda: c.controller.image.partitions[tp].replicas == target, 20000)
+    reg = c.controller.image.partitions[tp]
+    assert not reg.reassigning and set(reg.isr) == set(target)
+    assert [r.error for r in c.admin_responses if isinstance(r, AlterReassignmentResponse)] == [ErrorCode.none]
+    c.run_for(1000)
+    assert deleted == [(old[0], DeletePartitionLog(tp, topic_deleted=False))]
+    assert tp not in c.brokers[old[0]].broker.partitions
+    assert c.values(new, tp)[:20] == [f"v{i}".encode() for i in range(20)]
+    assert c.produce_and_wait(tp, b"after") is not None
+    assert c.violations() == []
