@@ -11,6 +11,13 @@ segment from the one holding the recovery point onwards is scanned and validated
 magic, framing, offsets following each other), a torn or corrupt tail is cut at the last
 good batch, later segments are deleted, and the report says exactly what was cut.
 
+Compaction (`clean`, cleaner.py) rewrites groups of closed segments into one each: the
+group's cleaned data is written to `<base>.<end>.cleaned`, fsynced and renamed to
+`<base>.<end>.swap` (the commit point); then the segments based in [base, end) are
+deleted and the swap file becomes `<base>.log`. Opening a log finishes a swap left
+half-done and deletes a `.cleaned` file. Offsets only increase across batches and
+segments; gaps are allowed (compaction leaves them).
+
 Threading: every method is called from one thread (the broker's event loop); only the
 background roll flush runs elsewhere, touching files by name and the recovery point
 under a lock.
@@ -36,6 +43,7 @@ from broker.records import (
     iter_batches,
     stamped_prefix,
 )
+from broker.storage import cleaner
 from broker.storage.checkpoints import LEADER_EPOCH_CHECKPOINT, CheckpointError, read_epochs, write_epochs
 from broker.storage.config import StorageConfig
 from broker.storage.epoch_cache import EpochCache
@@ -43,6 +51,7 @@ from broker.storage.fileio import fsync_dir, fsync_path
 from broker.storage.segment import Segment, StaleIndex, StorageError, segment_name
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.log$")
+_SWAP_FILE = re.compile(r"^(\d{20})\.(\d{20})\.swap$")  # a cleaned group: replaces the segments based in [first, second)
 _INDEX_FILE = re.compile(r"^(\d{20})\.(index|timeindex)$")
 _STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
 MAX_OPEN_SEALED = 8
@@ -201,6 +210,10 @@ class SegmentedLog:
         c = self.config
         bases = []
         index_bases = set()
+        for name in sorted(os.listdir(self.dir)):
+            if m := _SWAP_FILE.match(name):
+                self._finish_swap(int(m.group(1)), int(m.group(2)))
+                report.notes.append(f"finished an interrupted compaction swap ({name})")
         for name in os.listdir(self.dir):
             path = os.path.join(self.dir, name)
             if name.endswith(_STRAY_SUFFIXES):
@@ -235,12 +248,12 @@ class SegmentedLog:
         stop_at: int | None = None  # index into bases: this segment and later ones are dropped
         for i, base in enumerate(bases):
             seg = Segment.existing(self.dir, base, c.index_interval_bytes, c.index_max_bytes)
-            if segs and base != segs[-1].next_offset:
+            if segs and base < segs[-1].next_offset:
                 prev = segs[-1]
                 report.truncations.append(
                     Truncation(
                         seg.log_path, 0, seg.size, prev.next_offset,
-                        f"segment base offset {base} does not follow the previous segment, whose next offset is {prev.next_offset}",
+                        f"segment base offset {base} is below the previous segment's next offset {prev.next_offset}",
                         None,
                     )
                 )
@@ -376,7 +389,8 @@ class SegmentedLog:
 
     def append_as_follower(self, batches: bytes) -> int:
         """Append fetched batches as they are (validated: framing, magic, CRC-32C; the
-        first must start at the LEO and each follow the previous). Returns the new LEO."""
+        first must start at or after the LEO and each after the previous: a compacted
+        leader's log has gaps). Returns the new LEO."""
         view = memoryview(batches).cast("B") if not isinstance(batches, bytes) else memoryview(batches)
         hs = list(iter_batches(view, validate=True))
         if not hs:
@@ -386,7 +400,7 @@ class SegmentedLog:
         messages = 0
         changed = False
         for _pos, _end, h in hs:
-            if h.base_offset != expected:
+            if h.base_offset < expected:
                 raise ValueError(f"follower append at offset {h.base_offset}, LEO is {expected}")
             changed |= self._epochs.assign(h.partition_leader_epoch, h.base_offset)
             meta.append((h.last_offset, h.max_timestamp, h.size))
@@ -462,7 +476,8 @@ class SegmentedLog:
             victim.delete()
         del self._segments[i + 1 :]
         del self._bases[i + 1 :]
-        seg.truncate_to(pos, new_leo)
+        seg.truncate_to(pos, new_leo, gap_ok=True)
+        new_leo = seg.next_offset  # below h.base_offset if a compaction gap precedes it
         self._start = min(self._start, new_leo)
         if seg.fd < 0:
             seg.open_fd()
@@ -542,18 +557,24 @@ class SegmentedLog:
                     return TimestampOffset(r.offset, r.timestamp, h.partition_leader_epoch)
         return None
 
+    def reconfigure(self, config: StorageConfig) -> None:
+        """Run with `config` from now on (a topic config changed): the segment size at the
+        next append, retention and compaction at their next pass."""
+        self.config = config
+
     def apply_retention(self, now_ms: int) -> list[str]:
-        """Delete whole sealed segments past `log.retention.ms` (by their newest record's
-        timestamp) or beyond `log.retention.bytes`; the log start offset moves up. Never
-        the active segment. Returns the deleted files."""
+        """Delete whole sealed segments below the log start offset and, with
+        `cleanup.policy` delete, past `retention.ms` (by their newest record's timestamp)
+        or beyond `retention.bytes`; the log start offset moves up. Never the active
+        segment. Returns the deleted files."""
         c = self.config
         deleted = []
         total = self.size_in_bytes
         while len(self._segments) > 1:
             seg = self._segments[0]
-            too_old = c.retention_ms is not None and seg.max_ts >= 0 and now_ms - seg.max_ts > c.retention_ms
-            too_big = c.retention_bytes is not None and total - seg.size >= c.retention_bytes
-            if not (too_old or too_big):
+            too_old = c.delete and c.retention_ms is not None and seg.max_ts >= 0 and now_ms - seg.max_ts > c.retention_ms
+            too_big = c.delete and c.retention_bytes is not None and total - seg.size >= c.retention_bytes
+            if not (too_old or too_big or seg.next_offset <= self._start):
                 break
             self._forget_open(seg)
             seg.delete()
@@ -562,14 +583,132 @@ class SegmentedLog:
             total -= seg.size
             deleted.append(seg.log_path)
         if deleted:
-            self._start = max(self._start, self._segments[0].base)
-            with self._rp_lock:
-                self._rp = max(self._rp, self._start)
-            if self._epochs.truncate_from_start(self._start):
-                self._save_epochs()
+            self._move_start(self._segments[0].base)
             self._dir_dirty = True
             self.logger.info(f"{partition_dir_name(self.tp)}: retention deleted {len(deleted)} segment(s); log start offset now {self._start}")
         return deleted
+
+    def _move_start(self, offset: int) -> None:
+        """The log start offset moves up to `offset` (never down, never past the LEO)."""
+        self._start = max(self._start, min(offset, self.log_end_offset))
+        with self._rp_lock:
+            self._rp = max(self._rp, self._start)
+        if self._epochs.truncate_from_start(self._start):
+            self._save_epochs()
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords on a leader, or a follower following its leader's log start
+        offset: the log start moves up to `offset` (at most the LEO); segments wholly
+        below it are deleted at the next retention pass. True if it moved."""
+        if offset <= self._start:
+            return False
+        self._move_start(offset)
+        self.logger.info(f"{partition_dir_name(self.tp)}: log start offset now {self._start}")
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at `offset` (a follower whose LEO is below
+        its leader's log start offset, Kafka's truncateFullyAndStartAt): the epoch cache
+        is emptied, the recovery point and log start become `offset`."""
+        for seg in self._segments:
+            self._forget_open(seg)
+            seg.delete()
+        c = self.config
+        new = Segment.create(self.dir, offset, c.index_interval_bytes, c.index_max_bytes)
+        self._segments, self._bases = [new], [offset]
+        self._start = offset
+        self._dir_dirty = True
+        with self._rp_lock:
+            self._truncations += 1
+            self._rp = offset
+        self._epochs = EpochCache()
+        self._save_epochs()
+        self.logger.warning(f"{partition_dir_name(self.tp)}: truncated fully, log now starts at {offset}")
+        if self._on_truncate is not None:
+            self._on_truncate(self)
+
+    # ---------------------------------------------------------------- compaction
+    def clean(self, now_ms: int, upper_bound: int) -> int:
+        """With `cleanup.policy` compact: compact the closed segments whose records all lie
+        below `upper_bound` (the high watermark: never the active segment, never what a
+        follower may still truncate). Returns how many groups were rewritten."""
+        if not self.config.compact:
+            return 0
+        n = 0
+        while n < len(self._segments) - 1 and self._segments[n].next_offset <= upper_bound:
+            n += 1
+        if n == 0:
+            return 0
+        latest = cleaner.latest_offsets(b for seg in self._segments[:n] for b in self._batches(seg))
+        rewritten = 0
+        for group in self._groups(self._segments[:n]):
+            rewritten += self._clean_group(group, latest, now_ms)
+        return rewritten
+
+    def _batches(self, seg: Segment):
+        self._touch(seg)
+        fd = seg.open_fd()
+        for pos, h in seg.walk(0, validate=False):
+            yield os.pread(fd, h.size, pos), h
+
+    def _groups(self, segs: list[Segment]) -> list[list[Segment]]:
+        """Consecutive segments whose sizes add up to at most `segment.bytes` (Kafka's
+        groupSegmentsBySize), so cleaning merges small cleaned segments."""
+        out: list[list[Segment]] = []
+        for seg in segs:
+            if out and sum(s.size for s in out[-1]) + seg.size <= self.config.segment_bytes and \
+                    seg.next_offset - out[-1][0].base <= 2**31 - 1:
+                out[-1].append(seg)
+            else:
+                out.append([seg])
+        return out
+
+    def _clean_group(self, group: list[Segment], latest: dict[bytes, int], now_ms: int) -> int:
+        parts: list[bytes] = []
+        changed = len(group) > 1
+        for seg in group:
+            for batch, h in self._batches(seg):
+                kept = cleaner.filter_batch(batch, h, latest, now_ms, self.config.delete_retention_ms)
+                changed |= kept is not batch
+                if kept is not None:
+                    parts.append(kept)
+        if not changed:
+            return 0
+        base, i = group[0].base, self._segments.index(group[0])
+        end = self._segments[i + len(group)].base
+        tmp = os.path.join(self.dir, f"{segment_name(base)}.{segment_name(end)}")
+        with open(tmp + ".cleaned", "wb") as f:
+            f.write(b"".join(parts))
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp + ".cleaned", tmp + ".swap")  # the commit point
+        fsync_dir(self.dir)
+        for seg in group:
+            self._forget_open(seg)
+            seg.close_fd()
+        self._finish_swap(base, end)
+        new = Segment.existing(self.dir, base, self.config.index_interval_bytes, self.config.index_max_bytes)
+        res = new.rebuild(validate=False)
+        if res.error is not None:
+            raise StorageError(f"{new.log_path}: cleaned segment does not read back: {res.error}")
+        new.seal()
+        new.close_fd()
+        self._segments[i : i + len(group)] = [new]
+        self._bases[i : i + len(group)] = [base]
+        self.logger.info(f"{partition_dir_name(self.tp)}: compacted {len(group)} segment(s) from offset {base} into "
+                         f"{new.size} bytes")
+        return 1
+
+    def _finish_swap(self, base: int, end: int) -> None:
+        """Replace the segments based in [base, end) with the swap file (idempotent: a
+        crash anywhere in it is finished by the next open)."""
+        for name in os.listdir(self.dir):
+            m = _SEGMENT_FILE.match(name) or _INDEX_FILE.match(name)
+            if m and base <= int(m.group(1)) < end:
+                os.unlink(os.path.join(self.dir, name))
+        os.rename(os.path.join(self.dir, f"{segment_name(base)}.{segment_name(end)}.swap"),
+                  os.path.join(self.dir, segment_name(base) + ".log"))
+        fsync_dir(self.dir)
 
     @property
     def producer_state_start(self) -> int:
