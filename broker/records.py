@@ -516,29 +516,35 @@ def build_batch(
     base_offset: int | None = None,
     codec: int | None = None,
     log_append_time: int | None = None,
+    keep_offsets: bool = False,
 ) -> bytes:
     """One v2 batch holding `records` (absolute offsets and timestamps), with `like`'s
     producer id, epoch, base sequence, partition leader epoch and flags, and a correct
-    CRC-32C. The base offset is `base_offset` (default `like`'s: a cleaned batch keeps
-    its offsets, Kafka's filterTo); `codec` recompresses (default `like`'s codec);
-    `log_append_time` sets the LogAppendTime type and that max timestamp."""
-    if not records:
+    CRC-32C. The base offset is `base_offset` (default `like`'s); `codec` recompresses
+    (default `like`'s codec); `log_append_time` sets the LogAppendTime type and that max
+    timestamp. With `keep_offsets` (compaction) the batch keeps `like`'s last offset and
+    max timestamp whatever records remain, none included (the v2 format keeps
+    lastOffsetDelta for this): offsets then still run on from batch to batch."""
+    if not records and not keep_offsets:
         raise ValueError("a batch holds at least one record")
     base = like.base_offset if base_offset is None else base_offset
     codec = like.compression if codec is None else codec
-    base_ts = records[0].timestamp
+    if not records:
+        codec = COMPRESSION_NONE  # an empty batch: a bare header
+    base_ts = records[0].timestamp if records else like.base_timestamp
     recs = bytearray()
     for r in records:
         _encode_record(recs, r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers)
-    payload = _compress(codec, bytes(recs))
+    payload = _compress(codec, bytes(recs)) if records else b""
     attrs = (like.attributes & ~_COMPRESSION_MASK) | codec
-    max_ts = max(r.timestamp for r in records)
+    max_ts = max(r.timestamp for r in records) if records else like.max_timestamp
     if log_append_time is not None:
         attrs |= _TIMESTAMP_TYPE_BIT
         max_ts = log_append_time
-    elif like.is_log_append_time:
+    elif like.is_log_append_time or keep_offsets:
         max_ts = like.max_timestamp
-    tail = struct.pack(">hiqqqhii", attrs, records[-1].offset - base, base_ts, max_ts, like.producer_id,
+    last_delta = like.last_offset_delta if keep_offsets else records[-1].offset - base
+    tail = struct.pack(">hiqqqhii", attrs, last_delta, base_ts, max_ts, like.producer_id,
                        like.producer_epoch, like.base_sequence, len(records))
     tail += payload
     return (_PREFIX.pack(base, len(tail) + 9, like.partition_leader_epoch)

@@ -4,10 +4,13 @@ A clean covers the closed segments below the cleanable bound (never the active s
 `latest_offsets` maps each key to the offset of its last record there; `filter_batch`
 keeps a record if it is its key's latest (or has no key, or sits in a batch this broker
 cannot decode), and drops a tombstone (null value) once its batch's max timestamp is
-more than `delete.retention.ms` old. Kept records keep their offsets (gaps appear, as in
-Kafka); a partly kept batch is rebuilt with its header fields and a new CRC-32C, a batch
-with nothing left is dropped. The file work (grouping segments, swapping them in
-crash-safely) is `SegmentedLog.clean`.
+more than `delete.retention.ms` old. Kept records keep their offsets (gaps appear between
+records, as in Kafka). A batch that loses records is rebuilt with its header fields, its
+base and last offset and a new CRC-32C; one that loses them all stays as a bare header
+(Kafka's format keeps lastOffsetDelta for this; Kafka keeps such empty batches for
+producer state), so batches still follow each other without gaps and the log's
+recovery, follower-append and truncation checks stay exact. The file work (grouping
+segments, swapping them in crash-safely) is `SegmentedLog.clean`.
 """
 
 from __future__ import annotations
@@ -38,9 +41,9 @@ def latest_offsets(batches: Iterable[tuple[bytes, BatchHeader]]) -> dict[bytes, 
 
 
 def filter_batch(batch: bytes, h: BatchHeader, latest: dict[bytes, int], now_ms: int,
-                 delete_retention_ms: int) -> bytes | None:
-    """The batch as a clean leaves it: the same bytes if every record stays, a rebuilt
-    batch holding the records that stay, or None if none does."""
+                 delete_retention_ms: int) -> bytes:
+    """The batch as a clean leaves it: the same bytes if every record stays, else a
+    rebuilt batch (same offsets) holding the records that stay, possibly none."""
     records = batch_records(batch, h)
     if records is None:
         return batch
@@ -49,6 +52,4 @@ def filter_batch(batch: bytes, h: BatchHeader, latest: dict[bytes, int], now_ms:
             if r.key is None or (latest.get(r.key, r.offset) <= r.offset and not (r.value is None and tombstones_expire))]
     if len(kept) == len(records):
         return batch
-    if not kept:
-        return None
-    return build_batch(kept, h)
+    return build_batch(kept, h, keep_offsets=True)

@@ -15,8 +15,9 @@ Compaction (`clean`, cleaner.py) rewrites groups of closed segments into one eac
 group's cleaned data is written to `<base>.<end>.cleaned`, fsynced and renamed to
 `<base>.<end>.swap` (the commit point); then the segments based in [base, end) are
 deleted and the swap file becomes `<base>.log`. Opening a log finishes a swap left
-half-done and deletes a `.cleaned` file. Offsets only increase across batches and
-segments; gaps are allowed (compaction leaves them).
+half-done and deletes a `.cleaned` file. A cleaned batch keeps its base and last offset
+(records go, an emptied batch stays as a bare header, as Kafka's format allows), so
+batches and segments still follow each other exactly and recovery's checks stay strict.
 
 Threading: every method is called from one thread (the broker's event loop); only the
 background roll flush runs elsewhere, touching files by name and the recovery point
@@ -248,12 +249,12 @@ class SegmentedLog:
         stop_at: int | None = None  # index into bases: this segment and later ones are dropped
         for i, base in enumerate(bases):
             seg = Segment.existing(self.dir, base, c.index_interval_bytes, c.index_max_bytes)
-            if segs and base < segs[-1].next_offset:
+            if segs and base != segs[-1].next_offset:
                 prev = segs[-1]
                 report.truncations.append(
                     Truncation(
                         seg.log_path, 0, seg.size, prev.next_offset,
-                        f"segment base offset {base} is below the previous segment's next offset {prev.next_offset}",
+                        f"segment base offset {base} does not follow the previous segment, whose next offset is {prev.next_offset}",
                         None,
                     )
                 )
@@ -389,8 +390,7 @@ class SegmentedLog:
 
     def append_as_follower(self, batches: bytes) -> int:
         """Append fetched batches as they are (validated: framing, magic, CRC-32C; the
-        first must start at or after the LEO and each after the previous: a compacted
-        leader's log has gaps). Returns the new LEO."""
+        first must start at the LEO and each follow the previous). Returns the new LEO."""
         view = memoryview(batches).cast("B") if not isinstance(batches, bytes) else memoryview(batches)
         hs = list(iter_batches(view, validate=True))
         if not hs:
@@ -400,7 +400,7 @@ class SegmentedLog:
         messages = 0
         changed = False
         for _pos, _end, h in hs:
-            if h.base_offset < expected:
+            if h.base_offset != expected:
                 raise ValueError(f"follower append at offset {h.base_offset}, LEO is {expected}")
             changed |= self._epochs.assign(h.partition_leader_epoch, h.base_offset)
             meta.append((h.last_offset, h.max_timestamp, h.size))
@@ -425,6 +425,9 @@ class SegmentedLog:
         budget = max_bytes
         while i < len(self._segments):
             seg = self._segments[i]
+            if seg.size == 0:  # emptied by compaction (or the empty active segment)
+                i += 1
+                continue
             data, offset, stopped = self._segment_read(seg, offset, budget, upper_bound, not parts)
             if data:
                 parts.append(data)
@@ -476,8 +479,7 @@ class SegmentedLog:
             victim.delete()
         del self._segments[i + 1 :]
         del self._bases[i + 1 :]
-        seg.truncate_to(pos, new_leo, gap_ok=True)
-        new_leo = seg.next_offset  # below h.base_offset if a compaction gap precedes it
+        seg.truncate_to(pos, new_leo)
         self._start = min(self._start, new_leo)
         if seg.fd < 0:
             seg.open_fd()
@@ -669,9 +671,8 @@ class SegmentedLog:
         for seg in group:
             for batch, h in self._batches(seg):
                 kept = cleaner.filter_batch(batch, h, latest, now_ms, self.config.delete_retention_ms)
-                changed |= kept is not batch
-                if kept is not None:
-                    parts.append(kept)
+                changed |= kept is not batch and kept != batch
+                parts.append(kept)
         if not changed:
             return 0
         base, i = group[0].base, self._segments.index(group[0])

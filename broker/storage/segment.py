@@ -6,8 +6,7 @@ Reads find the batch containing an offset through the sparse index and return wh
 batches with one pread (two when a batch is larger than the first read). Scans (recovery,
 index rebuild, the tail check on open) walk batch headers in 1 MiB chunks; with
 `validate` they also check magic and CRC-32C, and in every case that the base offsets
-increase (the CRC does not cover the base offset): a batch starts after the previous one
-ends, at once or after a gap (a compacted log has gaps, as in Kafka).
+follow each other (the CRC does not cover the base offset).
 """
 
 from __future__ import annotations
@@ -230,16 +229,15 @@ class Segment:
     def scan(
         self, start: int, expected_offset: int | None, *, validate: bool, epochs: list[tuple[int, int]] | None = None
     ) -> ScanResult:
-        """Walk from `start`, feeding the indexes and checking each batch starts at or after
-        `expected_offset` and after the previous one (gaps allowed: a compacted log has
-        them; None: the first batch may have any base offset). With `epochs`,
+        """Walk from `start`, feeding the indexes and checking offsets follow on from
+        `expected_offset` (None: the first batch may have any base offset). With `epochs`,
         append (epoch, base offset) for each batch whose epoch is above the last there."""
         res = ScanResult(start, start, 0, None, expected_offset if expected_offset is not None else self.base, None, None)
         try:
             for pos, h in self.walk(start, validate=validate):
-                if expected_offset is not None and h.base_offset < expected_offset:
+                if expected_offset is not None and h.base_offset != expected_offset:
                     raise BatchError(
-                        f"batch at byte {pos} has base offset {h.base_offset}, expected at least {expected_offset}",
+                        f"batch at byte {pos} has base offset {h.base_offset}, expected {expected_offset}",
                         position=pos,
                     )
                 if h.last_offset - self.base > INT_MAX or h.base_offset < self.base:
@@ -315,19 +313,16 @@ class Segment:
             rest.first_offset = h.base_offset
         return rest, None
 
-    def truncate_to(self, position: int, next_offset: int, *, gap_ok: bool = False) -> None:
+    def truncate_to(self, position: int, next_offset: int) -> None:
         """Cut the file at byte `position`, the start of the batch with base offset
-        `next_offset` (or the end); fix the indexes and the tail state. With `gap_ok` the
-        batches before may end below `next_offset` (a gap of a compacted log)."""
+        `next_offset` (or the end); fix the indexes and the tail state."""
         if position < self.size:
             os.ftruncate(self.open_fd(), position)
             self.size = position
         self.index.truncate_to_position(position)
         self.time_index.truncate_to_offset(next_offset)
         res, reason = self._walk_tail()
-        if reason is not None or res.error is not None or not (
-            res.next_offset == next_offset or (gap_ok and res.next_offset < next_offset)
-        ):
+        if reason is not None or res.error is not None or res.next_offset != next_offset:
             raise StorageError(
                 f"{self.log_path}: inconsistent after truncation to byte {position}: "
                 f"{reason or res.error or f'next offset {res.next_offset}, expected {next_offset}'}"
