@@ -68,6 +68,7 @@ class DataApis(ApiFamily):
     def append_policy(self, topic: str) -> AppendPolicy:
         return AppendPolicy(
             max_message_bytes=int(self.topic_setting(topic, "message.max.bytes")),
+            segment_bytes=int(self.topic_setting(topic, "log.segment.bytes")),
             compact="compact" in self.topic_setting(topic, "log.cleanup.policy").split(","),
             compression=self.topic_setting(topic, "compression.type"),
             log_append_time=self.topic_setting(topic, "log.message.timestamp.type") == "LogAppendTime",

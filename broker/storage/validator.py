@@ -2,6 +2,8 @@
 configs (Kafka's LogValidator, for the configs this broker honours). Pure.
 
 - `max.message.bytes`: a larger batch, before or after recompression, is MESSAGE_TOO_LARGE;
+- `segment.bytes`: a batch larger than a segment is RECORD_LIST_TOO_LARGE (Kafka's
+  RecordBatchTooLargeException);
 - `cleanup.policy` with `compact`: a record without a key is INVALID_RECORD ("compacted
   topic cannot accept message without key");
 - `compression.type`: `producer` keeps the producer's codec; a codec name (or
@@ -40,6 +42,7 @@ class AppendPolicy:
     """The topic configs the leader applies to a produced batch."""
 
     max_message_bytes: int = 1048588
+    segment_bytes: int = 1 << 30
     compact: bool = False
     compression: str = "producer"
     log_append_time: bool = False
@@ -56,8 +59,16 @@ def conform(batches: bytes, policy: AppendPolicy, now_ms: int) -> tuple[bytes, i
     """The batches as the leader appends them, and the log append time the Produce
     response carries (-1 for CreateTime). Raises BatchError with the Kafka error code.
     The batches were already checked by `records.validate_for_append`."""
-    out: list[bytes] = []
+    if len(batches) > policy.segment_bytes:
+        raise BatchError(f"batch of {len(batches)} bytes exceeds the topic's segment.bytes ({policy.segment_bytes})",
+                         ErrorCode.record_list_too_large)
     want = target_codec(policy.compression)
+    if want is None and not policy.compact and not policy.log_append_time:  # the common case: no per-batch work
+        for pos, end, _h in iter_batches(batches, validate=False):
+            if end - pos > policy.max_message_bytes:
+                raise _too_large(end - pos, policy)
+        return batches, -1
+    out: list[bytes] = []
     append_time = now_ms if policy.log_append_time else -1
     for pos, end, h in iter_batches(batches, validate=False):
         batch = batches[pos:end]

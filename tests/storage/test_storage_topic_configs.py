@@ -328,6 +328,9 @@ def test_compacted_topics_refuse_records_without_a_key_and_size_is_checked():
     with pytest.raises(BatchError) as e:
         conform(batch([b"a" * 200]), AppendPolicy(max_message_bytes=100), NOW)
     assert e.value.error_code == ErrorCode.message_too_large
+    with pytest.raises(BatchError) as e:
+        conform(batch([b"a" * 200]), AppendPolicy(segment_bytes=100), NOW)
+    assert e.value.error_code == ErrorCode.record_list_too_large
     big = batch([bytes(range(256)) * 4], codec="gzip")  # fits compressed, not once uncompressed
     with pytest.raises(BatchError) as e:
         conform(big, AppendPolicy(max_message_bytes=len(big) + 10, compression="uncompressed"), NOW)
