@@ -560,3 +560,14 @@ def stamp_log_append_time(batch: bytes | bytearray | memoryview, append_time: in
     struct.pack_into(">q", b, 35, append_time)
     struct.pack_into(">I", b, 17, crc32c.crc32c(memoryview(b)[CRC_START:]))
     return bytes(b)
+
+
+def empty_batch(first: BatchHeader, last_offset: int, max_timestamp: int) -> bytes:
+    """A record-less batch covering offsets first.base_offset..last_offset (what a clean
+    leaves of batches it emptied), with `first`'s leader epoch and timestamp type, no
+    producer, and a correct CRC-32C."""
+    attrs = first.attributes & ~_COMPRESSION_MASK & ~_TRANSACTIONAL_BIT
+    tail = struct.pack(">hiqqqhii", attrs, last_offset - first.base_offset, first.base_timestamp, max_timestamp,
+                       -1, -1, -1, 0)
+    return (_PREFIX.pack(first.base_offset, len(tail) + 9, first.partition_leader_epoch)
+            + struct.pack(">bI", MAGIC, crc32c.crc32c(tail)) + tail)

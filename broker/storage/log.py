@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.core.messages import TopicPartition
+from broker.core.properties import LONG_MAX
 from broker.logapi import OffsetOutOfRange
 from broker.records import (
     MAGIC,
@@ -170,6 +171,9 @@ class SegmentedLog:
         self._dir_dirty = False
         self._open_sealed: list[Segment] = []
         self._closed = False
+        # what the last clean left ((base, size) of the cleanable segments) and when one of
+        # the tombstones it kept expires: until then, the same segments need no new clean
+        self._clean_state: tuple[list[tuple[int, int]], int] = ([], 0)
 
     # ================================================================ opening
     @classmethod
@@ -564,16 +568,19 @@ class SegmentedLog:
         next append, retention and compaction at their next pass."""
         self.config = config
 
-    def apply_retention(self, now_ms: int) -> list[str]:
+    def apply_retention(self, now_ms: int, upper_bound: int | None = None) -> list[str]:
         """Delete whole sealed segments below the log start offset and, with
         `cleanup.policy` delete, past `retention.ms` (by their newest record's timestamp)
         or beyond `retention.bytes`; the log start offset moves up. Never the active
-        segment. Returns the deleted files."""
+        segment, nor (given the high watermark as `upper_bound`) a segment holding records
+        at or above it, as Kafka's deletableSegments. Returns the deleted files."""
         c = self.config
         deleted = []
         total = self.size_in_bytes
         while len(self._segments) > 1:
             seg = self._segments[0]
+            if upper_bound is not None and seg.next_offset > upper_bound:
+                break
             too_old = c.delete and c.retention_ms is not None and seg.max_ts >= 0 and now_ms - seg.max_ts > c.retention_ms
             too_big = c.delete and c.retention_bytes is not None and total - seg.size >= c.retention_bytes
             if not (too_old or too_big or seg.next_offset <= self._start):
@@ -636,16 +643,26 @@ class SegmentedLog:
         follower may still truncate). Returns how many groups were rewritten."""
         if not self.config.compact:
             return 0
+        segs = self._cleanable(upper_bound)
+        if not segs:
+            return 0
+        key, until = self._clean_state
+        if key == [(s.base, s.size) for s in segs] and now_ms < until:
+            return 0  # nothing new since the last clean, and no tombstone of it has expired
+        latest = cleaner.latest_offsets(b for seg in segs for b in self._batches(seg))
+        rewritten = 0
+        expiry = [LONG_MAX]
+        for group in self._groups(segs):
+            rewritten += self._clean_group(group, latest, now_ms, expiry)
+        self._clean_state = ([(s.base, s.size) for s in self._cleanable(upper_bound)], expiry[0])
+        return rewritten
+
+    def _cleanable(self, upper_bound: int) -> list[Segment]:
+        """The closed segments whose records all lie below `upper_bound`."""
         n = 0
         while n < len(self._segments) - 1 and self._segments[n].next_offset <= upper_bound:
             n += 1
-        if n == 0:
-            return 0
-        latest = cleaner.latest_offsets(b for seg in self._segments[:n] for b in self._batches(seg))
-        rewritten = 0
-        for group in self._groups(self._segments[:n]):
-            rewritten += self._clean_group(group, latest, now_ms)
-        return rewritten
+        return self._segments[:n]
 
     def _batches(self, seg: Segment):
         self._touch(seg)
@@ -665,16 +682,19 @@ class SegmentedLog:
                 out.append([seg])
         return out
 
-    def _clean_group(self, group: list[Segment], latest: dict[bytes, int], now_ms: int) -> int:
+    def _clean_group(self, group: list[Segment], latest: dict[bytes, int], now_ms: int, expiry: list[int]) -> int:
         parts: list[bytes] = []
         changed = len(group) > 1
         for seg in group:
             for batch, h in self._batches(seg):
-                kept = cleaner.filter_batch(batch, h, latest, now_ms, self.config.delete_retention_ms)
+                kept, expires = cleaner.filter_batch(batch, h, latest, now_ms, self.config.delete_retention_ms)
                 changed |= kept is not batch and kept != batch
+                if expires is not None:
+                    expiry[0] = min(expiry[0], expires)
                 parts.append(kept)
         if not changed:
             return 0
+        parts = cleaner.coalesce_empty(parts)
         base, i = group[0].base, self._segments.index(group[0])
         end = self._segments[i + len(group)].base
         tmp = os.path.join(self.dir, f"{segment_name(base)}.{segment_name(end)}")

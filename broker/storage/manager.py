@@ -422,11 +422,11 @@ class LogManager:
         wall = self._wall()
         for tp, log in list(self._logs.items()):
             try:
-                log.apply_retention(wall)
+                hw = self._high_watermark(tp)
+                if hw is None:
+                    hw = self._hwms.get(self._dir_of[tp], {}).get(tp, 0)
+                log.apply_retention(wall, hw)
                 if log.config.compact:
-                    hw = self._high_watermark(tp)
-                    if hw is None:
-                        hw = self._hwms.get(self._dir_of[tp], {}).get(tp, 0)
                     log.clean(wall, hw)
             except (OSError, StorageError) as e:
                 self.logger.error(f"{tp.topic}-{tp.partition}: retention or compaction failed: {e}")

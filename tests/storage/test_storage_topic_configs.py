@@ -72,18 +72,21 @@ ops = st.lists(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=ops, codec=st.sampled_from([None, "gzip", "zstd"]), per_batch=st.integers(1, 3))
-def test_compaction_keeps_the_latest_value_of_every_key_at_its_offset(ops, codec, per_batch):
+@given(ops=ops, codec=st.sampled_from([None, "gzip", "zstd"]), per_batch=st.integers(1, 3),
+       bumps=st.lists(st.booleans(), min_size=60, max_size=60))
+def test_compaction_keeps_the_latest_value_of_every_key_at_its_offset(ops, codec, per_batch, bumps):
     root = tempfile.mkdtemp(prefix="wrack-compact-", dir=FAST_TMP)
     try:
         log = open_log(root)
         written = []  # (offset, key, value, timestamp)
+        epoch = 3
         for i in range(0, len(ops), per_batch):
+            epoch += bumps[i]
             chunk = [op for op in ops[i: i + per_batch] if op[0] is not None or op[1] is not None]
             if not chunk:
                 continue
             first, _ = log.append_as_leader(encode_batch([v for _, v, _ in chunk], [k for k, _, _ in chunk],
-                                                         timestamps=[t for _, _, t in chunk], compression=codec), 3)
+                                                         timestamps=[t for _, _, t in chunk], compression=codec), epoch)
             written += [(first + j, k, v, t) for j, (k, v, t) in enumerate(chunk)]
         leo = log.log_end_offset
         active_base = log.segment_files()[-1][0]
@@ -120,10 +123,12 @@ def test_compaction_keeps_the_latest_value_of_every_key_at_its_offset(ops, codec
             if v is not None:
                 assert got[o].value == v and got[o].key == k
         assert log.log_end_offset == leo
+        epochs = log.epoch_entries()
         log.close()
+        os.unlink(os.path.join(root, "leader-epoch-checkpoint"))  # rebuilt from the batches' epochs
         reopened = open_log(root, recover=True)  # recovery validates every segment: gaps and all
         assert [(r.offset, r.key, r.value) for r in records_of(reopened)] == [(r.offset, r.key, r.value) for r in after]
-        assert reopened.log_end_offset == leo
+        assert reopened.log_end_offset == leo and reopened.epoch_entries() == epochs
         reopened.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -335,3 +340,27 @@ def test_compacted_topics_refuse_records_without_a_key_and_size_is_checked():
     with pytest.raises(BatchError) as e:
         conform(big, AppendPolicy(max_message_bytes=len(big) + 10, compression="uncompressed"), NOW)
     assert e.value.error_code == ErrorCode.message_too_large
+
+
+def test_a_second_clean_of_the_same_segments_rewrites_nothing(tmp_path):
+    log = open_log(str(tmp_path))
+    fill_keys(log, 10)
+    assert log.clean(NOW, log.log_end_offset) > 0
+    files = [(b, os.stat(p).st_ino) for b, p, _ in log.segment_files()]
+    assert log.clean(NOW, log.log_end_offset) == 0
+    assert [(b, os.stat(p).st_ino) for b, p, _ in log.segment_files()] == files
+    fill_keys(log, 3)  # new closed segments: the next pass cleans (and merges the thinned ones)
+    assert log.clean(NOW, log.log_end_offset) > 0 and len(log.segment_files()) < len(files)
+    log.close()
+
+
+def test_retention_never_deletes_past_the_high_watermark(tmp_path):
+    log = open_log(str(tmp_path), StorageConfig(segment_bytes=400, index_interval_bytes=64, retention_ms=1))
+    for _ in range(20):
+        log.append_as_leader(encode_batch([b"x" * 40], timestamp=0), 0)
+    second = log.segment_files()[1][0]
+    log.apply_retention(NOW, upper_bound=second)  # only the first segment lies wholly below it
+    assert log.log_start_offset == second
+    log.apply_retention(NOW)
+    assert log.log_start_offset == log.segment_files()[-1][0]
+    log.close()
