@@ -16,8 +16,9 @@ group's cleaned data is written to `<base>.<end>.cleaned`, fsynced and renamed t
 `<base>.<end>.swap` (the commit point); then the segments based in [base, end) are
 deleted and the swap file becomes `<base>.log`. Opening a log finishes a swap left
 half-done and deletes a `.cleaned` file. A cleaned batch keeps its base and last offset
-(records go, an emptied batch stays as a bare header, as Kafka's format allows), so
-batches and segments still follow each other exactly and recovery's checks stay strict.
+(records go; emptied batches of one leader epoch become one bare header, as Kafka's
+format allows), so batches and segments still follow each other exactly and recovery's
+checks stay strict.
 
 Threading: every method is called from one thread (the broker's event loop); only the
 background roll flush runs elsewhere, touching files by name and the recovery point
@@ -429,9 +430,6 @@ class SegmentedLog:
         budget = max_bytes
         while i < len(self._segments):
             seg = self._segments[i]
-            if seg.size == 0:  # emptied by compaction (or the empty active segment)
-                i += 1
-                continue
             data, offset, stopped = self._segment_read(seg, offset, budget, upper_bound, not parts)
             if data:
                 parts.append(data)
