@@ -57,6 +57,15 @@ class PartitionLog(Protocol):
     def flush(self) -> None:
         """Make everything appended so far durable (fsync); advances the recovery point."""
 
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to `offset` (at most the LEO; never down): DeleteRecords
+        on a leader, a follower following its leader's. Reads below it are then out of range.
+        True if it moved."""
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and the epoch cache; the log restarts empty at `offset` (a
+        follower whose LEO is below its leader's log start offset)."""
+
     # ---- leader epoch cache (KIP-101 / KIP-279) ----
     def latest_epoch(self) -> int:
         """The epoch of the last record in the log, or -1 if the cache is empty."""

@@ -38,6 +38,11 @@ from typing import NamedTuple
 import crc32c
 from kio.schema.errors import ErrorCode
 
+try:  # zstd (de)compression for recompression and compaction; optional
+    import zstandard
+except ImportError:  # pragma: no cover
+    zstandard = None
+
 MAGIC = 2
 HEADER_SIZE = 61  # bytes up to and including the records count
 LOG_OVERHEAD = 12  # base offset + batch length: what the length field does not count
@@ -346,13 +351,26 @@ def _encode_record(out: bytearray, i: int, ts_delta: int, key, value, headers) -
     out += body
 
 
+def codec_available(codec: int) -> bool:
+    """Whether this broker can decompress and compress `codec` (none and gzip always;
+    zstd with the `zstandard` package; snappy and lz4 not)."""
+    return codec in (COMPRESSION_NONE, COMPRESSION_GZIP) or (codec == COMPRESSION_ZSTD and zstandard is not None)
+
+
+def _unavailable(codec: int) -> BatchError:
+    return BatchError(f"compression codec {codec} is not available here (none, gzip and zstd are)",
+                      ErrorCode.unsupported_compression_type)
+
+
 def _compress(codec: int, data: bytes) -> bytes:
     if codec == COMPRESSION_NONE:
         return data
     if codec == COMPRESSION_GZIP:
         c = zlib.compressobj(6, zlib.DEFLATED, 31)  # gzip framing, as Kafka's GZIP codec
         return c.compress(data) + c.flush()
-    raise BatchError(f"compression codec {codec} is not available here (none and gzip are)", ErrorCode.unsupported_compression_type)
+    if codec == COMPRESSION_ZSTD and zstandard is not None:
+        return zstandard.ZstdCompressor().compress(data)
+    raise _unavailable(codec)
 
 
 def _decompress(codec: int, data: bytes) -> bytes:
@@ -363,7 +381,12 @@ def _decompress(codec: int, data: bytes) -> bytes:
             return zlib.decompress(data, 47)
         except zlib.error as e:
             raise BatchError(f"gzip records do not decompress: {e}") from None
-    raise BatchError(f"compression codec {codec} is not available here (none and gzip are)", ErrorCode.unsupported_compression_type)
+    if codec == COMPRESSION_ZSTD and zstandard is not None:
+        try:  # a producer's frame may not carry its content size: stream it
+            return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        except zstandard.ZstdError as e:
+            raise BatchError(f"zstd records do not decompress: {e}") from None
+    raise _unavailable(codec)
 
 
 def encode_batch(
@@ -383,7 +406,7 @@ def encode_batch(
     """One v2 batch holding `values` (for tests and tools; a producer builds its own).
 
     `timestamp` is every record's timestamp unless `timestamps` gives one per record;
-    `compression` is None/"none" or "gzip"."""
+    `compression` is None/"none", "gzip" or "zstd"."""
     if not values:
         raise ValueError("a batch holds at least one record")
     codec = COMPRESSION_NAMES.get(compression)
@@ -403,7 +426,7 @@ def encode_batch(
 
 
 def decode_records(batch: bytes | bytearray | memoryview, *, validate: bool = True) -> list[Record]:
-    """The records of one batch (uncompressed or gzip), with absolute offsets and timestamps.
+    """The records of one batch (uncompressed, gzip or zstd), with absolute offsets and timestamps.
     Raises BatchError on anything malformed (never another exception)."""
     view = memoryview(batch)
     _length, end = _check_frame(view, 0, len(view))
@@ -484,3 +507,67 @@ def decode_values(batch: bytes | bytearray | memoryview) -> list[bytes | None]:
             out.append(bytes(data[pos : pos + vlen]))
         pos = rec_end
     return out
+
+
+def build_batch(
+    records: Sequence[Record],
+    like: BatchHeader,
+    *,
+    base_offset: int | None = None,
+    codec: int | None = None,
+    log_append_time: int | None = None,
+    keep_offsets: bool = False,
+) -> bytes:
+    """One v2 batch holding `records` (absolute offsets and timestamps), with `like`'s
+    producer id, epoch, base sequence, partition leader epoch and flags, and a correct
+    CRC-32C. The base offset is `base_offset` (default `like`'s); `codec` recompresses
+    (default `like`'s codec); `log_append_time` sets the LogAppendTime type and that max
+    timestamp. With `keep_offsets` (compaction) the batch keeps `like`'s last offset and
+    max timestamp whatever records remain, none included (the v2 format keeps
+    lastOffsetDelta for this): offsets then still run on from batch to batch."""
+    if not records and not keep_offsets:
+        raise ValueError("a batch holds at least one record")
+    base = like.base_offset if base_offset is None else base_offset
+    codec = like.compression if codec is None else codec
+    if not records:
+        codec = COMPRESSION_NONE  # an empty batch: a bare header
+    base_ts = records[0].timestamp if records else like.base_timestamp
+    recs = bytearray()
+    for r in records:
+        _encode_record(recs, r.offset - base, r.timestamp - base_ts, r.key, r.value, r.headers)
+    payload = _compress(codec, bytes(recs)) if records else b""
+    attrs = (like.attributes & ~_COMPRESSION_MASK) | codec
+    max_ts = max(r.timestamp for r in records) if records else like.max_timestamp
+    if log_append_time is not None:
+        attrs |= _TIMESTAMP_TYPE_BIT
+        max_ts = log_append_time
+    elif like.is_log_append_time or keep_offsets:
+        max_ts = like.max_timestamp
+    last_delta = like.last_offset_delta if keep_offsets else records[-1].offset - base
+    tail = struct.pack(">hiqqqhii", attrs, last_delta, base_ts, max_ts, like.producer_id,
+                       like.producer_epoch, like.base_sequence, len(records))
+    tail += payload
+    return (_PREFIX.pack(base, len(tail) + 9, like.partition_leader_epoch)
+            + struct.pack(">bI", MAGIC, crc32c.crc32c(tail)) + tail)
+
+
+def stamp_log_append_time(batch: bytes | bytearray | memoryview, append_time: int) -> bytes:
+    """A copy of one batch marked LogAppendTime with max timestamp `append_time` (the
+    records are untouched, as Kafka's in-place assignment); the CRC-32C is recomputed."""
+    b = bytearray(batch)
+    attrs = struct.unpack_from(">h", b, CRC_START)[0] | _TIMESTAMP_TYPE_BIT
+    struct.pack_into(">h", b, CRC_START, attrs)
+    struct.pack_into(">q", b, 35, append_time)
+    struct.pack_into(">I", b, 17, crc32c.crc32c(memoryview(b)[CRC_START:]))
+    return bytes(b)
+
+
+def empty_batch(first: BatchHeader, last_offset: int, max_timestamp: int) -> bytes:
+    """A record-less batch covering offsets first.base_offset..last_offset (what a clean
+    leaves of batches it emptied), with `first`'s leader epoch and timestamp type, no
+    producer, and a correct CRC-32C."""
+    attrs = first.attributes & ~_COMPRESSION_MASK & ~_TRANSACTIONAL_BIT
+    tail = struct.pack(">hiqqqhii", attrs, last_offset - first.base_offset, first.base_timestamp, max_timestamp,
+                       -1, -1, -1, 0)
+    return (_PREFIX.pack(first.base_offset, len(tail) + 9, first.partition_leader_epoch)
+            + struct.pack(">bI", MAGIC, crc32c.crc32c(tail)) + tail)

@@ -734,6 +734,13 @@ class Broker:
             return ListOffsetResult(ErrorCode.none)
         return ListOffsetResult(ErrorCode.none, found.offset, found.timestamp, _epoch_at(log, found.offset))
 
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords for one partition (served by the leader): (error, low watermark)."""
+        r = self.partitions.get(tp)
+        if r is None:
+            return self._missing_error(tp), -1
+        return r.delete_records(offset)
+
     def _on_log_info(self, msg: GetReplicaLogInfoRequest) -> GetReplicaLogInfoResponse:
         r = self.partitions.get(msg.tp)
         if r is None:

@@ -244,7 +244,16 @@ PROTOCOL_MAP = ValueType("list of NAME:PLAINTEXT", ConfigType.LIST, _protocol_ma
 SAFEGUARDS = ValueType("list of safeguard names", ConfigType.LIST, _safeguards, lambda s: _join(sorted(s)))
 RECOVERY_STRATEGY = _choice(*RECOVERY_STRATEGIES)
 LOG_LEVEL = _choice("DEBUG", "INFO", "WARNING", "ERROR", upper=True)
-CLEANUP_POLICY = _choice("delete")
+def _cleanup_policy(v: str) -> str:
+    parts = sorted({x.strip().lower() for x in v.split(",") if x.strip()})
+    if not parts or set(parts) - {"delete", "compact"}:
+        raise ValueError(f"expected delete, compact or both, got {v!r}")
+    return ",".join(parts)
+
+
+CLEANUP_POLICY = ValueType("list of delete, compact", ConfigType.LIST, _cleanup_policy)
+COMPRESSION_TYPE = _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+TIMESTAMP_TYPE = _choice("CreateTime", "LogAppendTime")
 CLUSTER_ID = ValueType("string", ConfigType.STRING, lambda v: v or "wrack-cluster")
 
 
@@ -283,6 +292,7 @@ class Property:
 
 
 B, S, T = frozenset({Scope.BROKER}), frozenset({Scope.STORAGE}), frozenset({Scope.BROKER, Scope.TOPIC})
+ST = frozenset({Scope.STORAGE, Scope.TOPIC})  # read by the storage engine, per topic
 
 
 def _ignored(name: str, doc: str, default: str | None = None, topic_name: str | None = None) -> Property:
@@ -331,12 +341,18 @@ PROPERTIES: tuple[Property, ...] = (
     Property("num.partitions", POSITIVE, "1", B, "Partitions of auto-created topics.", field="num_partitions"),
     Property("auto.create.topics.enable", BOOLEAN, "true", B, "Metadata requests create unknown topics.",
        field="auto_create_topics_enable"),
-    Property("message.max.bytes", NON_NEGATIVE, "1048588", B, "Largest record batch a Produce may carry.",
+    Property("message.max.bytes", NON_NEGATIVE, "1048588", T, "Largest record batch a Produce may carry (after recompression).",
        field="message_max_bytes", topic_name="max.message.bytes"),
     Property("socket.request.max.bytes", POSITIVE, "104857600", B, "Largest request frame; a larger one closes the connection.",
        field="socket_request_max_bytes"),
-    Property("log.cleanup.policy", CLEANUP_POLICY, "delete", B, "Only `delete` (retention; no compaction).",
-       topic_name="cleanup.policy"),
+    Property("log.cleanup.policy", CLEANUP_POLICY, "delete", ST,
+       "`delete` (retention), `compact` (the log cleaner keeps the latest record per key) or both.",
+       field="cleanup_policy", topic_name="cleanup.policy"),
+    Property("compression.type", COMPRESSION_TYPE, "producer", T,
+       "`producer` keeps the producer's codec; a codec recompresses batches on the leader (snappy and lz4 unavailable).",
+       topic_name="compression.type"),
+    Property("log.message.timestamp.type", TIMESTAMP_TYPE, "CreateTime", T,
+       "`LogAppendTime`: the leader stamps each batch with its append time.", topic_name="message.timestamp.type"),
     # ---- replication and the controller
     Property("broker.heartbeat.interval.ms", POSITIVE, "2000", B, "A broker's heartbeat to the controller.",
        field="broker_heartbeat_interval_ms"),
@@ -392,7 +408,7 @@ PROPERTIES: tuple[Property, ...] = (
        "Liveness tests only: a broker started again on a data dir it started from before never registers (`no-recovery`).",
        field="test_never_serve_after_restart"),
     # ---- storage (broker/storage, docs/broker-storage.md)
-    Property("log.segment.bytes", _integer(14, INT_MAX), "1073741824", S, "A segment rolls when an append would take it past this.",
+    Property("log.segment.bytes", _integer(14, INT_MAX), "1073741824", ST, "A segment rolls when an append would take it past this.",
        field="segment_bytes", topic_name="segment.bytes"),
     Property("log.index.interval.bytes", NON_NEGATIVE, "4096", S, "Bytes appended between two offset-index entries.",
        field="index_interval_bytes", topic_name="index.interval.bytes"),
@@ -409,16 +425,19 @@ PROPERTIES: tuple[Property, ...] = (
        field="flush_offset_checkpoint_interval_ms"),
     Property("log.flush.start.offset.checkpoint.interval.ms", POSITIVE, "60000", S, "How often the log start offsets are checkpointed.",
        field="flush_start_offset_checkpoint_interval_ms"),
-    Property("log.retention.ms", LONG, "-1", S,
+    Property("log.retention.ms", LONG, "-1", ST,
        "Delete segments older than this; -1: keep forever (Kafka keeps 7 days). Wins over minutes and hours.",
        field="retention_ms", topic_name="retention.ms", never=True),
     Property("log.retention.minutes", LONG, None, S, "Retention in minutes, when `log.retention.ms` is unset.", never=True),
     Property("log.retention.hours", LONG, None, S, "Retention in hours, when the two above are unset.", never=True,
        default_doc="unset (Kafka: 168)"),
-    Property("log.retention.bytes", LONG, "-1", S, "Delete the oldest segments while a log is larger than this; -1: no limit.",
+    Property("log.retention.bytes", LONG, "-1", ST, "Delete the oldest segments while a log is larger than this; -1: no limit.",
        field="retention_bytes", topic_name="retention.bytes", never=True),
-    Property("log.retention.check.interval.ms", POSITIVE_LONG, "300000", S, "How often retention is applied.",
-       field="retention_check_interval_ms"),
+    Property("log.retention.check.interval.ms", POSITIVE_LONG, "300000", S,
+       "How often retention is applied and compacted logs are cleaned.", field="retention_check_interval_ms"),
+    Property("log.cleaner.delete.retention.ms", NON_NEGATIVE_LONG, "86400000", ST,
+       "A compacted log keeps a tombstone (null value) this long after its batch's timestamp.",
+       field="delete_retention_ms", topic_name="delete.retention.ms"),
     # ---- Kafka tuning knobs accepted without effect
     _ignored("num.network.threads", "Kafka's network threads: one asyncio loop here."),
     _ignored("num.io.threads", "Kafka's request handler threads: one asyncio loop here."),
@@ -429,12 +448,11 @@ PROPERTIES: tuple[Property, ...] = (
     _ignored("offsets.topic.replication.factor", "No __consumer_offsets topic: offsets are stored per coordinator."),
     _ignored("transaction.state.log.replication.factor", "No transactions."),
     _ignored("transaction.state.log.min.isr", "No transactions."),
-    _ignored("log.cleaner.enable", "No compaction."),
+    _ignored("log.cleaner.enable", "The cleaner always runs for compacted topics."),
     _ignored("zookeeper.connect", "KRaft only."),
     _ignored("group.coordinator.rebalance.protocols", "The classic group protocol only."),
     _ignored("eligible.leader.replicas.enable", "ELR is a safeguard here (`wrack.safeguards.off=elr`)."),
     _ignored("log.segment.delete.delay.ms", "Segments are deleted at once."),
-    _ignored("log.message.timestamp.type", "CreateTime only.", default="CreateTime", topic_name="message.timestamp.type"),
 )
 
 BY_NAME: dict[str, Property] = {n: p for p in PROPERTIES for n in (p.name, *p.aliases)}

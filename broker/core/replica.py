@@ -508,6 +508,8 @@ class PartitionReplica:
             if 0 <= r.log_end_offset < self.log.log_end_offset:
                 self._truncate(r.log_end_offset, "out-of-range")
                 self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+            elif r.log_start_offset > self.log.log_end_offset:
+                self._truncate_fully(r.log_start_offset)
             else:
                 self.fetch_backoff_until = now + backoff_ms
             return
@@ -523,6 +525,34 @@ class PartitionReplica:
             self.log.append_as_follower(r.records)
             self.producers.record_all(r.records)
         self.high_watermark = min(r.high_watermark, self.log.log_end_offset)
+        if r.log_start_offset > self.log.log_start_offset:  # follow the leader's (retention, DeleteRecords)
+            self.log.maybe_increment_log_start_offset(min(r.log_start_offset, self.high_watermark))
+
+    def _truncate_fully(self, leader_log_start: int) -> None:
+        """The leader's log starts past our LEO (retention or DeleteRecords removed what we
+        lack): start empty at its log start offset, as Kafka's truncateFullyAndStartAt."""
+        leo = self.log.log_end_offset
+        self.log.truncate_fully_and_start_at(leader_log_start)
+        self.producers.truncate(0)
+        self.high_watermark = leader_log_start
+        self.truncations.append((leo, leader_log_start, "below-leader-log-start"))
+
+    def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords on the leader (Partition.deleteRecordsOnLeader): the log start
+        offset moves up to `offset` (-1: the high watermark). Returns the error and the low
+        watermark (the leader's log start offset; this broker does not wait for followers)."""
+        if self.role != LEADER:
+            return ErrorCode.not_leader_or_follower, -1
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            return ErrorCode.offset_out_of_range, -1
+        try:
+            self.log.maybe_increment_log_start_offset(offset)
+        except STORAGE_ERRORS as e:
+            self._failed("delete records", e)
+            return ErrorCode.kafka_storage_error, -1
+        return ErrorCode.none, self.log.log_start_offset
 
     def end_offset_for_epoch(self, current_leader_epoch: int, epoch: int) -> tuple[ErrorCode, EpochEndOffset]:
         """OffsetsForLeaderEpoch (served by the leader, with epoch fencing)."""

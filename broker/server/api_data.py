@@ -1,14 +1,18 @@
-"""The data path's APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch and
-InitProducerId, from decoded kio requests to the broker core's messages and back (Kafka's
-behaviour; differences in docs/broker.md)."""
+"""The data path's APIs: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch,
+InitProducerId and DeleteRecords, from decoded kio requests to the broker core's messages
+and back (Kafka's behaviour; differences in docs/broker.md). Produce applies the topic's
+configs to each batch first (`broker.storage.validator`, Kafka's LogValidator)."""
 
 from __future__ import annotations
 
+import datetime
+import time
 from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.core import properties as props
 from broker.core.broker import MAX_TIMESTAMP
 from broker.core.messages import (
     FetchPartition,
@@ -17,8 +21,9 @@ from broker.core.messages import (
     ProduceRequest,
     TopicPartition,
 )
-from broker.records import validate_for_append
+from broker.records import BatchError, validate_for_append
 from broker.server.api_base import ApiFamily, Req
+from broker.storage.validator import AppendPolicy, conform
 from broker.wire import kafka as k
 from broker.wire.fetch_codec import PartitionData, TopicData, encode_fetch_response
 
@@ -47,7 +52,27 @@ def check_batches(records: bytes | None, max_message_bytes: int) -> ErrorCode:
 class DataApis(ApiFamily):
     def apis(self) -> dict[int, Callable[[Req, Any], None]]:
         return {k.PRODUCE: self.produce, k.FETCH: self.fetch, k.LIST_OFFSETS: self.list_offsets,
-                k.INIT_PRODUCER_ID: self.init_producer_id, k.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch}
+                k.INIT_PRODUCER_ID: self.init_producer_id, k.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
+                k.DELETE_RECORDS: self.delete_records}
+
+    # ------------------------------------------------------------ topic configs
+    def topic_setting(self, topic: str, name: str) -> str:
+        """The value of property `name` for `topic`: the topic's config, else the broker's."""
+        p = props.BY_NAME[name]
+        if p.field is not None and props.Scope.BROKER in p.scopes:
+            broker = p.type.show(getattr(self.s, p.field))
+        else:
+            broker = p.type.show(p.parse(self.s.raw[name])) if name in self.s.raw else p.default or ""
+        return self.image.topic_config(topic, p.topic_name or name, broker)
+
+    def append_policy(self, topic: str) -> AppendPolicy:
+        return AppendPolicy(
+            max_message_bytes=int(self.topic_setting(topic, "message.max.bytes")),
+            segment_bytes=int(self.topic_setting(topic, "log.segment.bytes")),
+            compact="compact" in self.topic_setting(topic, "log.cleanup.policy").split(","),
+            compression=self.topic_setting(topic, "compression.type"),
+            log_append_time=self.topic_setting(topic, "log.message.timestamp.type") == "LogAppendTime",
+        )
 
     # ------------------------------------------------------------ Produce
     def produce(self, req: Req, body: Any) -> None:
@@ -56,6 +81,7 @@ class DataApis(ApiFamily):
         acks = body.acks
         timeout_ms = k.ms(body.timeout)
         results: dict[tuple[str, int], tuple[ErrorCode, int]] = {}
+        append_times: dict[tuple[str, int], int] = {}
         layout: list[tuple[str, list[int]]] = []
         pending = [1]
 
@@ -66,7 +92,9 @@ class DataApis(ApiFamily):
                 for idx in parts:
                     err, base = results[(name, idx)]
                     r = broker.partitions.get(TopicPartition(name, idx))
+                    at = append_times.get((name, idx), -1) if err is E.none else -1
                     prs.append({"index": idx, "error_code": err, "base_offset": base,
+                                "log_append_time": _datetime(at) if at >= 0 else None,
                                 "log_start_offset": r.log.log_start_offset if r is not None else -1})
                 out.append({"name": name, "partition_responses": prs})
             req.reply({"responses": out, "throttle_time": 0})
@@ -91,15 +119,22 @@ class DataApis(ApiFamily):
                 err = bad_request
                 if err is E.none and not self._known(tp):
                     err = E.unknown_topic_or_partition
+                records = pd.records
                 if err is E.none:
-                    err = check_batches(pd.records, self.s.message_max_bytes)
+                    policy = self.append_policy(name)
+                    err = check_batches(records, policy.max_message_bytes)
+                if err is E.none:
+                    try:
+                        records, append_times[key] = conform(records, policy, int(time.time() * 1000))
+                    except BatchError as e:
+                        err = e.error_code
                 if err is E.none and acks == 0:
                     err = broker.leader_error(tp)
                 if err is not E.none:
                     results[key] = (err, -1)
                     continue
                 cid = node.new_cid()
-                msg = ProduceRequest(cid, tp, acks, pd.records, timeout_ms)
+                msg = ProduceRequest(cid, tp, acks, records, timeout_ms)
                 if acks == 0:
                     results[key] = (E.none, -1)
                     node.to_broker(req.conn.client, msg)
@@ -204,6 +239,29 @@ class DataApis(ApiFamily):
             out.append({"name": t.name, "partitions": prs})
         req.reply({"throttle_time": 0, "topics": out})
 
+    # ------------------------------------------------------------ DeleteRecords
+    def delete_records(self, req: Req, body: Any) -> None:
+        """The leader moves each partition's log start offset up (Kafka's DeleteRecords;
+        offset -1: the high watermark) and answers its new log start as the low watermark
+        at once (Kafka waits until every replica's log start has reached it). A topic
+        without `delete` in its cleanup.policy answers POLICY_VIOLATION, as Kafka."""
+        broker = self.node.broker
+        assert broker is not None
+        out = []
+        for t in body.topics:
+            prs = []
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if not self._known(tp):
+                    err, low = E.unknown_topic_or_partition, -1
+                elif "delete" not in self.topic_setting(t.name, "log.cleanup.policy").split(","):
+                    err, low = E.policy_violation, -1
+                else:
+                    err, low = broker.delete_records(tp, p.offset)
+                prs.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": err})
+            out.append({"name": t.name, "partitions": prs})
+        req.reply({"throttle_time": 0, "topics": out})
+
     # ------------------------------------------------------------ InitProducerId
     def init_producer_id(self, req: Req, body: Any) -> None:
         """Idempotent producers: a fresh producer id with epoch 0 (Kafka gives a producer
@@ -239,3 +297,7 @@ class DataApis(ApiFamily):
                 prs.append({"error_code": r.error, "partition": p.partition, "leader_epoch": r.leader_epoch,
                             "end_offset": r.end_offset})
         req.reply({"throttle_time": 0, "topics": out})
+
+
+def _datetime(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)

@@ -237,6 +237,7 @@ class Node:
                 info.previous_broker_epoch,
                 dict(info.hw_checkpoint),
             )
+            store.attach(self._topic_configs, self._high_watermark)
         await self._listen()
         if self.quorum is not None:
             self._apply(CONTROLLER, self.quorum.tick(now))
@@ -461,6 +462,8 @@ class Node:
                 self.log.info("controller: no longer active in quorum epoch %d (leader %d)", o.epoch, o.leader_id)
         if role == BROKER and self.broker is not None and self.broker.image.next_offset != self._image_offset:
             self._image_offset = self.broker.image.next_offset
+            if self.store is not None:
+                self.store.refresh_topic_configs()
             self._check_metadata_waiters()
             self._log_roles()
         if role == BROKER and self.broker is not None and self.broker.state != self._broker_state:
@@ -470,6 +473,14 @@ class Node:
         if role == BROKER and not self._clients_served:
             self._maybe_serve_clients()
         self._schedule_rearm()
+
+    def _topic_configs(self, topic: str) -> dict[str, str]:
+        """A topic's configs in the broker's metadata image (the storage engine's view)."""
+        return self.broker.image.topics.get(topic, {}) if self.broker is not None else {}
+
+    def _high_watermark(self, tp: TopicPartition) -> int | None:
+        r = self.broker.partitions.get(tp) if self.broker is not None else None
+        return None if r is None else r.high_watermark
 
     def _apply_quorum(self, other: list[object]) -> None:
         """The quorum's own actions, before any send of the same call: persist the vote

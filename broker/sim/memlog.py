@@ -116,6 +116,23 @@ class InMemoryPartitionLog:
     def flush(self) -> None:
         self._recovery_point = self.log_end_offset
 
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        offset = min(offset, self.log_end_offset)
+        if offset <= self._start:
+            return False
+        self._start = offset
+        i = max(self._index(offset), 0)
+        del self._batches[:i]
+        del self._bases[:i]
+        self._epochs.truncate_from_start(offset)
+        self._recovery_point = max(self._recovery_point, offset)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._batches, self._bases, self._epochs = [], [], EpochCache()
+        self._start = self._recovery_point = offset
+        self._mark(offset)
+
     def latest_epoch(self) -> int:
         return self._epochs.latest_epoch()
 

@@ -7,7 +7,7 @@ table (`broker/core/properties.py`, scope storage); each field is the `field` of
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from broker.core import properties as props
@@ -45,12 +45,17 @@ class StorageConfig:
     retention_ms: int | None = _default("log.retention.ms")  # None: keep forever
     retention_bytes: int | None = _default("log.retention.bytes")
     retention_check_interval_ms: int = _default("log.retention.check.interval.ms")
+    cleanup_policy: str = _default("log.cleanup.policy")  # "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = _default("log.cleaner.delete.retention.ms")
 
     def __post_init__(self) -> None:
         for f in fields(self):
             p = props.storage_field(f.name)
             v = getattr(self, f.name)
             if v is None and p.never:
+                continue
+            if isinstance(v, str):
+                p.parse(v)  # raises ValueError saying why
                 continue
             if not isinstance(v, int) or isinstance(v, bool):
                 raise ValueError(f"{p.name}: {v!r} is not an integer")
@@ -79,6 +84,27 @@ class StorageConfig:
                 v = given[name]
                 kw["retention_ms"] = None if v is None else v * scale
         return cls(**kw)  # type: ignore[arg-type]
+
+    def for_topic(self, configs: Mapping[str, str]) -> StorageConfig:
+        """This config with a topic's values of the storage properties settable per topic
+        (Kafka's LogConfig: the topic's value, else the broker's). A value that does not
+        parse (the controller validates them) leaves the broker's."""
+        kw: dict[str, object] = {}
+        for p in props.in_scope(Scope.STORAGE):
+            if p.settable_on_topics and p.field is not None and p.topic_name in configs:
+                try:
+                    kw[p.field] = _never(p, p.parse(configs[p.topic_name]))
+                except ValueError:
+                    continue
+        return replace(self, **kw) if kw else self  # type: ignore[arg-type]
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
 
     @property
     def effective_flush_ms(self) -> int | None:

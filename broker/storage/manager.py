@@ -14,6 +14,11 @@ shutdown and each of its logs is recovered from its checkpointed recovery point
   calls `flush_due(now)` when `next_flush_deadline()` passes;
 - always, as Kafka does: a rolled segment is flushed in the background (one flusher
   thread) and the recovery point follows. With neither property set, that is all.
+Topic configs (`attach`): each log runs with `StorageConfig.for_topic` of its topic's
+configs (segment.bytes, retention.ms/bytes, cleanup.policy, delete.retention.ms), set when
+the log is created and again by `refresh_topic_configs` whenever the metadata changes.
+Every `log.retention.check.interval.ms` the manager applies retention to every log and
+compacts the compacted ones below their high watermark (`SegmentedLog.clean`).
 Blocking I/O: called from the shell's event loop; appends and reads stay cheap.
 """
 
@@ -24,7 +29,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -131,6 +136,28 @@ class LogManager:
         self._next_start_checkpoint = 0
         self._next_retention = 0
         self._started = False
+        self._topic_configs: Callable[[str], Mapping[str, str]] = lambda topic: {}
+        self._high_watermark: Callable[[TopicPartition], int | None] = lambda tp: None
+
+    def attach(self, topic_configs: Callable[[str], Mapping[str, str]],
+               high_watermark: Callable[[TopicPartition], int | None]) -> None:
+        """Where a topic's configs (the metadata image's) and a partition's high watermark
+        (the replica's; None: unknown, then the checkpointed one bounds compaction) come from."""
+        self._topic_configs = topic_configs
+        self._high_watermark = high_watermark
+        self.refresh_topic_configs()
+
+    def config_for(self, topic: str) -> StorageConfig:
+        """The storage config a log of `topic` runs with (the topic's values, else the broker's)."""
+        return self.config.for_topic(self._topic_configs(topic))
+
+    def refresh_topic_configs(self) -> None:
+        """Give every log its topic's current configs (after a metadata change)."""
+        for tp, log in self._logs.items():
+            c = self.config_for(tp.topic)
+            if c != log.config:
+                log.reconfigure(c)
+                self.logger.info(f"{tp.topic}-{tp.partition}: storage config now {c}")
 
     # ================================================================ lifecycle
     def startup(self) -> StartupInfo:
@@ -287,7 +314,7 @@ class LogManager:
             counts[d] += 1
         d = min(self.dirs, key=lambda x: counts[x])
         log, _ = SegmentedLog.open(
-            os.path.join(d, partition_dir_name(tp)), tp, self.config,
+            os.path.join(d, partition_dir_name(tp)), tp, self.config_for(tp.topic),
             logger=self.logger, after_append=self._after_append, on_truncate=self._on_truncate, background=self._submit,
         )
         self._logs[tp] = log
@@ -355,9 +382,7 @@ class LogManager:
         retention checks), on the manager's clock (ms); None before startup."""
         if not self._started:
             return None
-        ds = [self._next_rp_checkpoint, self._next_start_checkpoint]
-        if self.config.retention_ms is not None or self.config.retention_bytes is not None:
-            ds.append(self._next_retention)
+        ds = [self._next_rp_checkpoint, self._next_start_checkpoint, self._next_retention]
         ms = self.config.effective_flush_ms
         if ms is not None and self._dirty_since:
             ds.append(min(self._dirty_since.values()) + ms)
@@ -366,7 +391,7 @@ class LogManager:
     def flush_due(self, now_ms: int) -> None:
         """Do the periodic work that is due at `now_ms`: flush logs whose oldest unflushed
         append is `log.flush.interval.ms` old, write the recovery-point and log-start
-        checkpoints, apply retention."""
+        checkpoints, apply retention and compaction."""
         if not self._started:
             return
         c = self.config
@@ -387,11 +412,24 @@ class LogManager:
         if now_ms >= self._next_start_checkpoint:
             self._next_start_checkpoint = now_ms + c.flush_start_offset_checkpoint_interval_ms
             self._write_log_starts()
-        if (c.retention_ms is not None or c.retention_bytes is not None) and now_ms >= self._next_retention:
+        if now_ms >= self._next_retention:
             self._next_retention = now_ms + c.retention_check_interval_ms
-            wall = self._wall()
-            for log in self._logs.values():
-                log.apply_retention(wall)
+            self.apply_retention_and_compaction()
+
+    def apply_retention_and_compaction(self) -> None:
+        """One retention pass over every log and one clean of every compacted log (below
+        its high watermark). A log whose pass fails is logged and left for the next pass."""
+        wall = self._wall()
+        for tp, log in list(self._logs.items()):
+            try:
+                hw = self._high_watermark(tp)
+                if hw is None:
+                    hw = self._hwms.get(self._dir_of[tp], {}).get(tp, 0)
+                log.apply_retention(wall, hw)
+                if log.config.compact:
+                    log.clean(wall, hw)
+            except (OSError, StorageError) as e:
+                self.logger.error(f"{tp.topic}-{tp.partition}: retention or compaction failed: {e}")
 
     def flush_all(self) -> None:
         for log in self._logs.values():

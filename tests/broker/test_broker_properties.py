@@ -96,7 +96,7 @@ def test_names_are_unique_and_defaults_parse():
         if p.default is not None:
             p.default_value()  # raises if the table's default is not a value of its type
         if p.settable_on_topics:
-            assert p.topic_name is not None and Scope.BROKER in p.scopes, p.name
+            assert p.topic_name is not None and (Scope.BROKER in p.scopes or Scope.STORAGE in p.scopes), p.name
         if p.ignored:
             assert p.field is None, p.name
 
@@ -209,10 +209,17 @@ def test_topic_configs_are_the_topic_scope():
     assert props.topic_value("min.insync.replicas", "2") == "2"
     assert props.topic_value("unclean.leader.election.enable", "TRUE") == "true"  # stored as the controller reads it
     assert props.topic_value("wrack.safeguards.off", "elr, epoch-truncation") == "elr,epoch-truncation"
+    assert props.topic_value("cleanup.policy", "delete, compact") == "compact,delete"
+    for key, value in (("retention.ms", "1000"), ("retention.bytes", "-1"), ("segment.bytes", "1048576"),
+                       ("max.message.bytes", "1000"), ("compression.type", "zstd"), ("delete.retention.ms", "0"),
+                       ("message.timestamp.type", "LogAppendTime")):
+        assert props.topic_value(key, value) == value  # issue 16: the configs Kafka users set
     for key, value, msg in (("min.insync.replicas", "0", "min.insync.replicas: must be at least 1"),
                             ("unclean.recovery.strategy", "eager", "unclean.recovery.strategy: expected one of balanced"),
                             ("wrack.safeguards.off", "bogus", "unknown safeguard 'bogus'"),
-                            ("segment.bytes", "1000", "unknown topic config 'segment.bytes'"),  # read-only on topics
+                            ("index.interval.bytes", "1000", "unknown topic config 'index.interval.bytes'"),  # read-only on topics
+                            ("cleanup.policy", "shred", "cleanup.policy: expected delete, compact or both"),
+                            ("compression.type", "brotli", "compression.type: expected one of producer"),
                             ("bogus", "1", "unknown topic config 'bogus'")):
         with pytest.raises(ValueError, match=re.escape(msg)):
             props.topic_value(key, value)
