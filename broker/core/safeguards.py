@@ -27,6 +27,7 @@ LESO_CHECK = "leso-check"
 PARTITION_EPOCH_CHECK = "partition-epoch-check"
 BROKER_EPOCH_CHECK = "broker-epoch-check"
 CLEAN_ELECTION_ONLY = "clean-election-only"
+PRODUCER_EPOCH_FENCE = "producer-epoch-fence"
 
 REGISTRY: dict[str, Safeguard] = {
     s.name: s
@@ -80,6 +81,17 @@ REGISTRY: dict[str, Safeguard] = {
             "enable=true lets any live replica be elected when no clean candidate is live.",
             "Unclean leader election (default before Kafka 0.11, KIP-106; Jepsen 2013): an "
             "out-of-sync replica becomes leader and acknowledged writes are truncated away.",
+        ),
+        Safeguard(
+            PRODUCER_EPOCH_FENCE,
+            "A partition leader refuses a transactional write whose producer epoch is below the "
+            "producer's (INVALID_PRODUCER_EPOCH): the coordinator's epoch bump (InitProducerId of a "
+            "new instance, a transaction timeout) reaches the partition with the ABORT marker and "
+            "fences the old instance there.",
+            "Zombie writes (KAFKA-14402, what KIP-890 closes): the old instance's late write is "
+            "appended after the abort, joins the new instance's transaction on that partition and "
+            "is committed with it: a read_committed consumer sees a write of a transaction that "
+            "was aborted (G1a, aborted read).",
         ),
     )
 }

@@ -30,11 +30,7 @@ class GroupApis(ApiFamily):
         return coordinator_for(group, list(self.image.brokers))
 
     def find_coordinator(self, req: Req, body: Any) -> None:
-        key_type = getattr(body, "key_type", 0)
-        if key_type != 0:
-            req.reply({"throttle_time": 0, "error_code": E.coordinator_not_available,
-                       "error_message": "transactions are not supported", "node_id": -1, "host": "", "port": -1})
-            return
+        """A group's coordinator (key type 0; api_txn.py answers transactional ids)."""
         node_id = self._coordinator(body.key)
         ep = self._endpoint(node_id, req.conn.listener) if node_id >= 0 else None
         if ep is None or not self.image.is_usable(node_id):

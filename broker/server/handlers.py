@@ -12,7 +12,8 @@ or later). Bad input never raises out of it:
 
 The APIs come in families, each a module given only the node's `HandlerHost`
 (broker/server/api_base.py): the data path (api_data.py), metadata and admin
-(api_admin.py), consumer groups (api_groups.py); ApiVersions is answered here. Per-API
+(api_admin.py), consumer groups (api_groups.py), transactions (api_txn.py); ApiVersions
+is answered here. Per-API
 behaviour follows Kafka; what differs is said in docs/broker.md.
 """
 
@@ -28,6 +29,7 @@ from broker.server.api_admin import AdminApis
 from broker.server.api_base import HandlerHost, Req, reply_error
 from broker.server.api_data import DataApis
 from broker.server.api_groups import GroupApis
+from broker.server.api_txn import TxnApis
 from broker.server.connection import KafkaConnection, Slot
 from broker.wire import kafka as k
 
@@ -41,8 +43,9 @@ class Handlers:
         self.node = node
         self.log: logging.Logger = node.log.getChild("api")
         self.table: dict[int, Callable[[Req, Any], None]] = {k.API_VERSIONS: self.api_versions}
-        for family in (DataApis(node), AdminApis(node), GroupApis(node)):
-            self.table.update(family.apis())
+        data, groups = DataApis(node), GroupApis(node)
+        for family in (data, AdminApis(node), groups, TxnApis(node, data, groups)):
+            self.table.update(family.apis())  # TxnApis last: it takes FindCoordinator and InitProducerId
 
     # ------------------------------------------------------------ dispatch
     def dispatch(self, conn: KafkaConnection, frame: bytes, slot: Slot) -> None:
