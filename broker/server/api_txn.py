@@ -21,7 +21,6 @@ from broker.server.api_data import DataApis
 from broker.server.api_groups import GroupApis
 from broker.server.offsets import Committed, coordinator_for
 from broker.server.txn_coordinator import OFFSETS_TOPIC, MarkerWriter, TxnCoordinator
-from broker.server.txn_offsets import PendingTxnOffsets
 from broker.wire import kafka as k
 
 E = ErrorCode
@@ -32,7 +31,7 @@ class TxnApis(ApiFamily):
         super().__init__(node)
         self.data = data
         self.groups = groups
-        self.pending_offsets = PendingTxnOffsets()
+        self.pending_offsets = groups.pending_txn_offsets
         self.markers = MarkerWriter(node, self.pending_offsets)
         self.coordinator = TxnCoordinator(node, self.markers)
 
