@@ -57,7 +57,7 @@ class WorkloadOptions:
     assign_p: float = 1 / 32  # probability that an op re-assigns the consumer
     crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
     send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
-    txn_p: float = 0.0  # share of `txn` ops among the consuming clients' ops (> 0: transactional, read_committed)
+    txn_p: float = DEFAULTS.txn_p  # share of `txn` ops among the consuming clients' ops (> 0: transactional)
     etcd_reads: str = DEFAULTS.etcd_reads  # register workload (etcd): "linearizable" or "serializable" reads
 
     @classmethod
