@@ -17,6 +17,7 @@ from broker.core.messages import (
     DeleteTopicRequest,
 )
 from broker.core.properties import ConfigSource, ConfigType
+from broker.core.txn_state import STATE_TOPIC
 from broker.server.api_base import ApiFamily, HandlerHost, Req, reply_error
 from broker.wire import kafka as k
 
@@ -104,7 +105,7 @@ class AdminApis(ApiFamily):
                 "isr_nodes": list(reg.isr),
                 "offline_replicas": offline,
             })
-        return {"error_code": E.none, "name": name, "topic_id": image.topic_ids.get(name), "is_internal": False,
+        return {"error_code": E.none, "name": name, "topic_id": image.topic_ids.get(name), "is_internal": name == STATE_TOPIC,
                 "partitions": parts, "topic_authorized_operations": -2147483648}
 
     def _auto_create(self, name: str) -> None:

@@ -41,6 +41,10 @@ class TxnApis(ApiFamily):
                 k.END_TXN: self.end_txn, k.WRITE_TXN_MARKERS: self.write_txn_markers,
                 k.TXN_OFFSET_COMMIT: self.txn_offset_commit}
 
+    def start(self) -> None:
+        """The node's loop runs: the coordinator starts watching its state partitions."""
+        self.coordinator.start()
+
     def _spawn(self, req: Req, body: Any, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
 

@@ -44,8 +44,13 @@ class Handlers:
         self.log: logging.Logger = node.log.getChild("api")
         self.table: dict[int, Callable[[Req, Any], None]] = {k.API_VERSIONS: self.api_versions}
         data, groups = DataApis(node), GroupApis(node)
-        for family in (data, AdminApis(node), groups, TxnApis(node, data, groups)):
+        self.txn = TxnApis(node, data, groups)
+        for family in (data, AdminApis(node), groups, self.txn):
             self.table.update(family.apis())  # TxnApis last: it takes FindCoordinator and InitProducerId
+
+    def start(self) -> None:
+        """Background work of the APIs, once the node's loop runs (the transaction coordinator)."""
+        self.txn.start()
 
     # ------------------------------------------------------------ dispatch
     def dispatch(self, conn: KafkaConnection, frame: bytes, slot: Slot) -> None:

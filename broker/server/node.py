@@ -233,6 +233,8 @@ class Node:
                 dict(info.hw_checkpoint),
             )
         await self._listen()
+        if self.broker is not None:
+            self.handlers.start()
         if self.quorum is not None:
             self._apply(CONTROLLER, self.quorum.tick(now))
         if self.broker is not None and not self._never_serve_again():

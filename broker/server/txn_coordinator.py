@@ -11,7 +11,8 @@ is appended to the partition with acks=all before anything acts on it, so the st
 exactly as replicated as any acknowledged record. A broker that becomes leader of a state
 partition replays it on the first request that needs it (the leader epoch tells a
 stale copy), then finishes every transaction it finds prepared (PREPARE_COMMIT /
-PREPARE_ABORT: the markers again, then COMPLETE_*). Writing a marker twice is harmless:
+PREPARE_ABORT: the markers again, then COMPLETE_*); a watcher loads every state partition
+this broker comes to lead within `WATCH_S`, so that happens without a client's request. Writing a marker twice is harmless:
 a second marker ends no transaction.
 
 Requests (Kafka's error codes):
@@ -68,6 +69,7 @@ E = ErrorCode
 SOURCE = "txn-coordinator"  # the core's client address of the coordinator's writes
 OFFSETS_TOPIC = "__consumer_offsets"  # markers to a group's coordinator name this topic
 MARKER_RETRY_S = 0.2
+WATCH_S = 0.5  # how often the state partitions this broker leads are looked at
 
 
 @dataclass(slots=True)
@@ -195,7 +197,7 @@ class TxnCoordinator:
         self.markers = markers
         self.shards: dict[int, _Shard] = {}
         self._creating = False
-        self._reaper: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------ placement
@@ -244,7 +246,6 @@ class TxnCoordinator:
         shard = self.shards.get(p)
         if shard is None or shard.leader_epoch != r.leader_epoch:
             shard = self.shards[p] = self._load(p, r)
-        self._start_reaper()
         return p, shard
 
     def _load(self, p: int, r: Any) -> _Shard:
@@ -435,29 +436,47 @@ class TxnCoordinator:
         finally:
             shard.busy.discard(meta.txn_id)
 
-    def _start_reaper(self) -> None:
-        if self._reaper is None:
-            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+    def start(self) -> None:
+        """Start watching the state partitions (the node's loop is running)."""
+        if self._watcher is None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch())
 
-    async def _reap(self) -> None:
-        """Abort, every cleanup interval, the transactions ongoing longer than their timeout."""
+    async def _watch(self) -> None:
+        """Every WATCH_S: load each state partition this broker has come to lead (so what a
+        failed coordinator prepared is finished without waiting for a request); every
+        cleanup interval: abort the transactions ongoing longer than their timeout."""
+        next_reap = time.monotonic() + self.s.transaction_abort_interval_ms / 1000
         while not self.node_stopped():
-            await asyncio.sleep(self.s.transaction_abort_interval_ms / 1000)
-            now = time.monotonic()
-            for p, shard in list(self.shards.items()):
-                if not self._current(p, shard):
-                    continue
-                for txn_id, since in list(shard.started.items()):
-                    meta = shard.txns.get(txn_id)
-                    if meta is not None and meta.state == ONGOING and now - since > meta.timeout_ms / 1000:
-                        self._spawn(self._abort(p, shard, meta, "transaction timed out"))
+            await asyncio.sleep(WATCH_S)
+            broker = self.node.broker
+            if broker is None or STATE_TOPIC not in broker.image.topics:
+                continue
+            for p in range(self.s.transaction_state_log_num_partitions):
+                r = broker.partitions.get(TopicPartition(STATE_TOPIC, p))
+                if r is not None and r.role == LEADER:
+                    shard = self.shards.get(p)
+                    if shard is None or shard.leader_epoch != r.leader_epoch:
+                        self.shards[p] = self._load(p, r)
+            if time.monotonic() >= next_reap:
+                next_reap = time.monotonic() + self.s.transaction_abort_interval_ms / 1000
+                self._reap()
+
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for p, shard in list(self.shards.items()):
+            if not self._current(p, shard):
+                continue
+            for txn_id, since in list(shard.started.items()):
+                meta = shard.txns.get(txn_id)
+                if meta is not None and meta.state == ONGOING and now - since > meta.timeout_ms / 1000:
+                    self._spawn(self._abort(p, shard, meta, "transaction timed out"))
 
     def node_stopped(self) -> bool:
         return self.node.broker is None or getattr(self.node, "shutting_down", False)
 
     def close(self) -> None:
-        if self._reaper is not None:
-            self._reaper.cancel()
+        if self._watcher is not None:
+            self._watcher.cancel()
         for t in list(self._tasks):
             t.cancel()
         self.markers.peers.close()

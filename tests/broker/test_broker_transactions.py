@@ -30,18 +30,22 @@ def producer(bs: str, txn_id: str, **extra: object) -> Producer:
 
 
 def read_all(bs: str, topic: str, partitions: int = 1, committed: bool = True, wait: float = 1.5,
-             group: str = "reader") -> list[bytes]:
-    """Every value a consumer reads from the start within `wait` s after the last record."""
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+             until: set[bytes] | None = None, timeout: float = 30.0) -> list[bytes]:
+    """Every value a consumer reads from the start: until `wait` s pass without a record,
+    or (with `until`) until it has read those values (or `timeout`), then 0.5 s more."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": "reader", "enable.auto.commit": False,
                   "isolation.level": "read_committed" if committed else "read_uncommitted"})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[bytes] = []
-    quiet_until = time.monotonic() + wait
-    while time.monotonic() < quiet_until:
+    deadline = time.monotonic() + (timeout if until is not None else wait)
+    while time.monotonic() < deadline:
         for m in c.consume(100, 0.3):
             if m.error() is None:
                 got.append(m.value())
-                quiet_until = time.monotonic() + wait
+                if until is None:
+                    deadline = time.monotonic() + wait
+        if until is not None and until <= set(got):
+            until, deadline = None, time.monotonic() + 0.5
     c.close()
     return got
 
@@ -78,7 +82,7 @@ def test_commit_is_visible_abort_is_not_and_the_lso_holds_readers(single):
     assert read_all(bs, "t", wait=1.0) == [b"c1"]
     assert read_all(bs, "t", committed=False, wait=1.0) == [b"c1", b"a1", b"open"]
     p.commit_transaction(30)
-    assert read_all(bs, "t") == [b"c1", b"open"]
+    assert read_all(bs, "t", until={b"c1", b"open"}) == [b"c1", b"open"]
 
 
 def test_send_offsets_to_transaction_commits_with_it_and_not_on_abort(single):
@@ -109,7 +113,8 @@ def test_send_offsets_to_transaction_commits_with_it_and_not_on_abort(single):
     copy(commit=True)
     assert committed() == msgs[-1].offset() + 1
     consumer.close()
-    assert sorted(read_all(bs, "t")) == sorted(m.value() for m in msgs)
+    want = {m.value() for m in msgs}
+    assert sorted(read_all(bs, "t", until=want)) == sorted(want)
 
 
 def fence_and_zombie_write(bs: str) -> tuple[str | None, list[bytes]]:
@@ -136,7 +141,7 @@ def fence_and_zombie_write(bs: str) -> tuple[str | None, list[bytes]]:
         zombie.commit_transaction(10)
     except KafkaException as e:
         errors.append(str(e))
-    return (errors[0] if errors else None), read_all(bs, "t")
+    return (errors[0] if errors else None), read_all(bs, "t", until={b"live-1"})
 
 
 def test_a_second_instance_fences_the_first(single):
@@ -188,8 +193,8 @@ def test_three_brokers_markers_everywhere_and_coordinator_failover(fleet):
     p2.commit_transaction(30)
     with pytest.raises(KafkaException):
         p.commit_transaction(10)
-    seen = read_all(rest, "t", partitions=3)
-    assert sorted(seen) == sorted([b"c0", b"c1", b"c2", b"after0", b"after1", b"after2"])
+    want = {b"c0", b"c1", b"c2", b"after0", b"after1", b"after2"}
+    assert sorted(read_all(rest, "t", partitions=3, until=want)) == sorted(want)
 
 
 def _other_coordinator(brokers, victim, txn_id: str) -> bool:
@@ -198,3 +203,29 @@ def _other_coordinator(brokers, victim, txn_id: str) -> bool:
         return find_txn_coordinator(live.host, live.port, txn_id) != int(victim.props["node.id"])
     except (AssertionError, OSError):
         return False
+
+
+def test_a_successor_coordinator_finishes_a_prepared_commit(fleet):
+    """The coordinator stores PrepareCommit and answers, but a partition's leader is paused
+    so the marker cannot be written; the coordinator is killed; once the leader is back the
+    broker that took over the state partition writes the marker without any client asking."""
+    _ctl, brokers, bs, admin = start_cluster(fleet, **FAST)
+    for f in admin.create_topics([NewTopic("t", 3, 1)]).values():
+        f.result(10)
+    p = producer(bs, "tx-prep")
+    coord = find_txn_coordinator(brokers[0].host, brokers[0].port, "tx-prep")
+    parts = wait_until(lambda: {i: pm.leader for i, pm in admin.list_topics("t", timeout=10).topics["t"].partitions.items()
+                                if pm.leader >= 0}, 20, "leaders of t")
+    part, paused = next((i, brokers[leader]) for i, leader in parts.items() if leader != coord)
+    p.begin_transaction()
+    p.produce("t", b"prepared", partition=part)
+    p.flush(10)
+    paused.signal(signal.SIGSTOP)
+    try:
+        p.commit_transaction(30)  # answered once PrepareCommit is stored; the marker waits
+        brokers[coord].signal(signal.SIGKILL)
+        brokers[coord].proc.wait(10)
+    finally:
+        paused.signal(signal.SIGCONT)
+    rest = ",".join(b.bootstrap for i, b in enumerate(brokers) if i != coord)
+    assert read_all(rest, "t", partitions=3, until={b"prepared"}, timeout=40) == [b"prepared"]

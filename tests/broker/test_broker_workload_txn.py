@@ -40,7 +40,7 @@ def test_txn_ops_commit_and_a_new_process_on_the_thread_fences_the_old(fleet):
     create_topics(b.bootstrap, wl.topics(), replication_factor=1)
     gen = QueueGenerator(wl.keys, opts)
     rng = random.Random(7)
-    ops = [gen._txn(_Ctx(rng), 0) for _ in range(12)]
+    ops = [gen._txn(_Ctx(rng), 0) for _ in range(8)]
     assert {m[0] for op in ops for m in op["value"]} == {"send", "poll"}
     h = History()
     c = wl.client(0, 0, b.bootstrap)
