@@ -29,7 +29,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
-from broker.core.producers import TXN_DATA, ProducerBatch, ProducerStateTable, scan
+from broker.core.producers import TXN_DATA, BatchMeta, ProducerBatch, ProducerStateTable, scan
 from broker.core.transactions import TxnIndex
 from broker.core.truncation import find_divergence, truncation_offset
 from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
@@ -476,7 +476,7 @@ class PartitionReplica:
                                             first + b.last_offset, b.txn) for b in idempotent])
         return self._ack(client, correlation_id, acks, first, last, timeout_ms, now, ev)
 
-    def _check_producer(self, b: ProducerBatch) -> tuple[ErrorCode, object]:
+    def _check_producer(self, b: ProducerBatch) -> tuple[ErrorCode, BatchMeta | None]:
         """A leader's producer checks of one batch (producers.py): (error, cached batch
         of a retry or None)."""
         if b.is_marker:
