@@ -229,3 +229,20 @@ def test_a_successor_coordinator_finishes_a_prepared_commit(fleet):
         paused.signal(signal.SIGCONT)
     rest = ",".join(b.bootstrap for i, b in enumerate(brokers) if i != coord)
     assert read_all(rest, "t", partitions=3, until={b"prepared"}, timeout=40) == [b"prepared"]
+
+
+def test_a_transaction_older_than_its_timeout_is_aborted_and_its_producer_fenced(fleet):
+    b = fleet.single(extra={**FAST, "transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}).start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("t", 1, 1)])["t"].result(10)
+    p = producer(b.bootstrap, "tx-slow", **{"transaction.timeout.ms": 1000})
+    p.begin_transaction()
+    p.produce("t", b"slow")
+    p.flush(10)
+    after = Producer({"bootstrap.servers": b.bootstrap})
+    after.produce("t", b"later")
+    after.flush(10)
+    # the abort moves the LSO past the transaction: the later record becomes readable
+    assert read_all(b.bootstrap, "t", until={b"later"}, timeout=15) == [b"later"]
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
