@@ -88,6 +88,12 @@ class BrokerSettings:
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    # transactions
+    transaction_state_log_num_partitions: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_min_isr: int
+    transaction_max_timeout_ms: int
+    transaction_abort_interval_ms: int
     # logging (log_file None: <first log dir>/wrack-broker.log; "": stderr only)
     log_file: str | None
     log_level: str

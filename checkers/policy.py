@@ -139,6 +139,10 @@ def _configuration(options: Mapping[str, Any], isr: int) -> list[tuple[str, str,
     if isr < 2:
         out.append(("min-isr1", f"min ISR {isr}", f"min ISR {isr}: the ISR may shrink to the leader, which then "
                     "acknowledges and commits records alone; losing its copy loses records consumers have read"))
+    if float(options.get("txn_p") or 0) > 0:
+        out.append(("txn", "txn ops", "txn ops (--txn-p): Kafka transactions do not isolate writes, so sends of "
+                    "concurrent transactions interleave within one (int-send-skip) and their write order can "
+                    "form cycles (G0)"))
     if options.get("unclean_election"):
         out.append(("unclean-election", "unclean election on", "unclean leader election on "
                     "(--unclean-election): an out-of-sync replica may be elected and the others truncate to "

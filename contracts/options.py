@@ -90,6 +90,9 @@ class TestOptions:
     concurrency: str = opt("1n", "consuming client threads: a number, or Kn for K per node")
     in_flight: int = opt(64, "queue workload: send-only processes beside them, so up to N more sends are "
                              "in flight at once (0: none)", metavar="N")
+    txn_p: float = opt(0.0, "queue workload: share of the consuming clients' ops that are `txn` ops (Kafka "
+                            "transactions of sends and polls; read_committed consumers; --client confluent)",
+                       metavar="P")
     test_count: int = opt(1, "run this many tests; stop at the first not valid")
     seed: int | None = opt(None, "seed for every random choice (default: random, recorded)")
     etcd_reads: str = opt("linearizable", "etcd register reads: linearizable (through the Raft log) or "

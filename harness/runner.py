@@ -138,6 +138,8 @@ def validate(o: TestOptions) -> None:
         bad("test-count", "at least 1")
     if o.in_flight < 0:
         bad("in-flight", f"{o.in_flight} must not be negative")
+    if not 0 <= o.txn_p <= 1 or o.txn_p > 0 and o.client != "confluent":
+        bad("txn-p", f"{o.txn_p} must be between 0 and 1, and transactions need --client confluent")
     try:
         gen.parse_concurrency(o.concurrency, o.nodes)
     except ValueError as e:

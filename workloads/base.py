@@ -57,6 +57,7 @@ class WorkloadOptions:
     assign_p: float = 1 / 32  # probability that an op re-assigns the consumer
     crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
     send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
+    txn_p: float = DEFAULTS.txn_p  # share of `txn` ops among the consuming clients' ops (> 0: transactional)
     etcd_reads: str = DEFAULTS.etcd_reads  # register workload (etcd): "linearizable" or "serializable" reads
 
     @classmethod
@@ -150,11 +151,13 @@ class BaseWorkload:
         """The checker's result (`analyze(...).result`)."""
         return self.analyze(history_path, allowed, time_limit, policies=policies).result
 
-    def io_factory(self, process: int, bootstrap: str) -> Callable[[str], KafkaIO]:
-        """`acks -> KafkaIO` for the client of `process`: the test's client library and timeout."""
+    def io_factory(self, process: int, bootstrap: str, transactional_id: str | None = None) -> Callable[[str], KafkaIO]:
+        """`acks -> KafkaIO` for the client of `process`: the test's client library and timeout
+        (a transactional producer and read_committed consumer with `transactional_id`)."""
         o = self.opts
+        extra = {} if transactional_id is None else {"transactional_id": transactional_id}
         return lambda acks: open_io(o.client, bootstrap, acks=acks, timeout=o.request_timeout,
-                                    client_id=f"p{process}")
+                                    client_id=f"p{process}", **extra)
 
 
 def key_of(topic: str, partition: int) -> str:

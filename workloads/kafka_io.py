@@ -14,6 +14,12 @@ kafka-python (the alternative), one producer + one consumer per process.
 - `high_watermark(topic, partition) -> int` (the next offset a consumer can read to);
 - `close()`.
 
+With `transactional_id` (confluent only) the producer is transactional (KIP-98: librdkafka's
+`transactional.id`, idempotent, acks=all) and the consumer reads committed records only;
+`begin()`, then sends and polls, then `commit()` (True: committed; False: aborted, definitely
+not committed; `ClientError`: unknown) or `abort()` make one transaction. A producer
+started with the transactional id of an earlier one fences it (its epoch is bumped).
+
 `open_sender(lib, bootstrap, acks=, timeout=, client_id=)` returns a `Sender`: one producer
 whose `send(topic, partition, value) -> offset` many threads call at once (asynchronous
 produce, each caller waiting for its own delivery report), for the queue workload's
@@ -90,7 +96,8 @@ def producer_delivery(acks: str, timeout_ms: int) -> dict[str, Any]:
 class ConfluentIO:
     """confluent-kafka (librdkafka)."""
 
-    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
+                 transactional_id: str | None = None):
         # lazy: optional client (harness extra), ~30 ms; only --client confluent loads it
         import confluent_kafka as ck
 
@@ -108,14 +115,59 @@ class ConfluentIO:
                                "auto.offset.reset": "earliest", "enable.partition.eof": False,
                                "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 100,
                                "session.timeout.ms": 6000, "heartbeat.interval.ms": 2000}
+        self.transactional_id = transactional_id
+        if transactional_id is not None:
+            self._producer_conf.update({"transactional.id": transactional_id, "acks": "all",
+                                        "enable.idempotence": True, "transaction.timeout.ms": max(ms * 2, 10000)})
+            self._consumer_conf["isolation.level"] = "read_committed"
         self._producer: Any = None
         self._consumer: Any = None
 
     @property
     def producer(self) -> Any:
         if self._producer is None:
-            self._producer = self._ck.Producer(self._producer_conf)
+            p = self._ck.Producer(self._producer_conf)
+            if self.transactional_id is not None:
+                try:
+                    p.init_transactions(self.timeout)
+                except self._ck.KafkaException as e:
+                    raise self._txn_error(e) from None
+            self._producer = p
         return self._producer
+
+    # ------------------------------------------------------------ transactions
+    def _txn_error(self, e: Any) -> ClientError:
+        err = e.args[0]
+        if err.fatal():
+            self._drop_producer()
+        return ClientError(err.code(), err.name(), err.str())
+
+    def begin(self) -> None:
+        """Begin a transaction (the producer is made, and its id initialised, if needed);
+        nothing was written if this raises."""
+        try:
+            self.producer.begin_transaction()
+        except self._ck.KafkaException as e:
+            raise self._txn_error(e) from None
+
+    def commit(self) -> bool:
+        """Commit the transaction: True; False when it was aborted instead (an abortable
+        error, then a successful abort: definitely not committed); ClientError: unknown."""
+        try:
+            self.producer.commit_transaction(self.timeout)
+            return True
+        except self._ck.KafkaException as e:
+            if not e.args[0].txn_requires_abort():
+                raise self._txn_error(e) from None
+        self.abort()
+        return False
+
+    def abort(self) -> None:
+        """Abort the transaction; ClientError if that is not known to have happened."""
+        try:
+            self.producer.abort_transaction(self.timeout)
+        except self._ck.KafkaException as e:
+            raise self._txn_error(e) from None
 
     @property
     def consumer(self) -> Any:
@@ -212,7 +264,10 @@ class ConfluentIO:
 class KafkaPythonIO:
     """kafka-python."""
 
-    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
+                 transactional_id: str | None = None):
+        if transactional_id is not None:
+            raise ValueError("transactions need --client confluent")
         # lazy: optional client (harness extra), ~0.2 s; only --client kafka-python loads it
         import kafka
         import kafka.errors

@@ -18,7 +18,13 @@ Ops (docs/ARCHITECTURE.md's history vocabulary):
 - `assign` `[key, ...]` (optionally `"seek_to_beginning": true`) -> ok: consume exactly
   these keys, each from where this process last read it (the beginning if never);
 - `crash` -> always `info`: the client is dropped, a new process (new producer and
-  consumer) takes the thread over.
+  consumer) takes the thread over;
+- `txn` (with `txn_p` > 0, Jepsen's transactions) `[["send", key, v], ["poll"], ...]` ->
+  ok with each micro-op's result as above, all in one Kafka transaction that committed;
+  `fail` when it was aborted (nothing of it happened); `info` when the commit's outcome is
+  unknown. Transactional clients' producers take the transactional id of their thread
+  (`wrack-txn-t<thread>`), so a process that replaces one fences the one before (KIP-98),
+  and their consumers read committed records only (every poll, txn or not).
 
 The first op of every process is an assign. Failed polls roll the consumer back to where
 it was, so a failed poll never makes the next one look like it skipped. Send errors are
@@ -115,9 +121,22 @@ class QueueGenerator(Generator):
             return {"process": p, "f": "crash", "value": None, "time": ctx.time}
         if r < o.crash_p + o.assign_p:
             return self._assign(ctx, p)
+        if o.txn_p and rng.random() < o.txn_p:
+            return self._txn(ctx, p)
         if rng.random() < o.send_p:
             return self._send(ctx, p)
         return {"process": p, "f": "poll", "value": [["poll"]], "time": ctx.time}
+
+    def _txn(self, ctx: Context, p: Any) -> dict[str, Any]:
+        """1 to 4 micro-ops, each a send (share `send_p`) to a random key or a poll."""
+        rng = ctx.rng
+        mops: list[list[Any]] = []
+        for _ in range(rng.randint(1, 4)):
+            if rng.random() < self.opts.send_p:
+                mops.append(["send", self.keys[rng.randrange(len(self.keys))], next(self.values)])
+            else:
+                mops.append(["poll"])
+        return {"process": p, "f": "txn", "value": mops, "time": ctx.time}
 
     def _send(self, ctx: Context, p: Any) -> dict[str, Any]:
         rng = ctx.rng
@@ -277,6 +296,8 @@ class QueueClient:
             return self._poll(op)
         if f == "assign":
             return self._assign(op)
+        if f == "txn":
+            return self._txn(op)
         if f == "crash":
             return {"type": "info", "error": "crash"}
         return {"type": "fail", "error": f"unknown f {f!r}"}
@@ -288,17 +309,55 @@ class QueueClient:
         if not self.assigned:
             return {"type": "ok", "value": [["poll", {}]]}
         before = dict(self.positions)
-        timeout = op.get("poll_ms", self.opts.poll_ms) / 1000
         try:
-            recs = self.io().poll(timeout, self.opts.max_poll_records)
+            msgs = self._read(op.get("poll_ms", self.opts.poll_ms) / 1000)
         except ClientError as e:
             self._rollback(before)
             return {"type": "fail", "error": str(e)}
+        return {"type": "ok", "value": [["poll", msgs]]}
+
+    def _read(self, timeout: float) -> dict[str, list[list[Any]]]:
+        """One poll of the consumer: key -> [[offset, value], ...]; positions advance."""
         msgs: dict[str, list[list[Any]]] = {}
-        for topic, part, off, v in recs:
+        for topic, part, off, v in self.io().poll(timeout, self.opts.max_poll_records):
             msgs.setdefault(key_of(topic, part), []).append([off, v])
             self.positions[(topic, part)] = off + 1
-        return {"type": "ok", "value": [["poll", msgs]]}
+        return msgs
+
+    def _txn(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        """One Kafka transaction: begin, the micro-ops in order, commit (module docstring)."""
+        io: Any = self.io()
+        if not hasattr(io, "begin"):
+            return {"type": "fail", "error": "this client library has no transactions"}
+        before = dict(self.positions)
+        try:
+            io.begin()
+        except ClientError as e:
+            return {"type": "fail", "error": str(e)}
+        out: list[list[Any]] = []
+        try:
+            for mop in op["value"]:
+                if mop[0] == "send":
+                    topic, part = split_key(mop[1])
+                    out.append(["send", mop[1], [io.send(topic, part, mop[2]), mop[2]]])
+                else:
+                    out.append(["poll", self._read(self.opts.poll_ms / 1000) if self.assigned else {}])
+            committed = io.commit()
+        except ClientError as e:
+            return self._txn_failed(io, before, str(e))
+        if not committed:
+            self._rollback(before)
+            return {"type": "fail", "error": "the transaction was aborted"}
+        return {"type": "ok", "value": out}
+
+    def _txn_failed(self, io: Any, before: Mapping[tuple[str, int], int], error: str) -> dict[str, Any]:
+        """A micro-op or the commit failed: abort (then nothing happened: `fail`), or `info`."""
+        try:
+            io.abort()
+        except ClientError as e:
+            return {"type": "info", "error": f"{error}; abort: {e}"}
+        self._rollback(before)
+        return {"type": "fail", "error": error}
 
     def _rollback(self, before: Mapping[tuple[str, int], int]) -> None:
         self.positions = dict(before)
@@ -349,7 +408,8 @@ class QueueWorkload(BaseWorkload):
                 self.sender_pool = SenderPool(lambda acks: open_sender(
                     o.client, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}"))
             return SendLane(self.sender_pool, self.opts)
-        return QueueClient(self.io_factory(process, bootstrap), self.opts)
+        txn_id = f"wrack-txn-t{thread}" if self.opts.txn_p > 0 else None
+        return QueueClient(self.io_factory(process, bootstrap, txn_id), self.opts)
 
     def observe(self, event: Mapping[str, Any]) -> None:
         """Every event of the test, whatever phase it completes in (the runner wraps the whole

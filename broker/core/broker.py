@@ -612,9 +612,10 @@ class Broker:
                     interesting = True
                     continue
                 if got and budget <= 0:  # the response is full: the partition's state only
-                    out.append(FetchPartitionResponse(p.tp, ErrorCode.none, r.high_watermark, r.log.log_start_offset))
+                    out.append(FetchPartitionResponse(p.tp, ErrorCode.none, r.high_watermark, r.log.log_start_offset,
+                                                      last_stable_offset=r.last_stable_offset()))
                     continue
-                resp = r.consumer_read(p.fetch_offset, max(1, min(p.partition_max_bytes, budget)))
+                resp = r.consumer_read(p.fetch_offset, max(1, min(p.partition_max_bytes, budget)), req.isolation_level == 1)
                 self._drain_failures(r, acts)
                 out.append(resp)
                 got += len(resp.records)
@@ -708,10 +709,12 @@ class Broker:
             return self._missing_error(tp)
         return ErrorCode.none if r.role == LEADER else ErrorCode.not_leader_or_follower
 
-    def list_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int) -> ListOffsetResult:
+    def list_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int,
+                    read_committed: bool = False) -> ListOffsetResult:
         """ListOffsets (consumer view, served by the leader with epoch fencing): earliest
-        (-2), latest (-1: the HWM) or the first offset with a timestamp >= `timestamp`
-        below the HWM (the log's `offset_for_timestamp`, if it has one)."""
+        (-2), latest (-1: the HWM, or the LSO for `read_committed`) or the first offset
+        with a timestamp >= `timestamp` below the HWM (the log's `offset_for_timestamp`,
+        if it has one)."""
         r = self.partitions.get(tp)
         if r is None:
             return ListOffsetResult(self._missing_error(tp))
@@ -722,7 +725,8 @@ class Broker:
         if timestamp == EARLIEST_TIMESTAMP:
             return ListOffsetResult(ErrorCode.none, log.log_start_offset, -1, _epoch_at(log, log.log_start_offset))
         if timestamp == LATEST_TIMESTAMP:
-            return ListOffsetResult(ErrorCode.none, r.high_watermark, -1, _epoch_at(log, r.high_watermark - 1))
+            end = r.last_stable_offset() if read_committed else r.high_watermark
+            return ListOffsetResult(ErrorCode.none, end, -1, _epoch_at(log, end - 1))
         lookup = getattr(log, "offset_for_timestamp", None)
         if timestamp < 0 or lookup is None:
             return ListOffsetResult(ErrorCode.invalid_request if timestamp < 0 else ErrorCode.unsupported_version)
@@ -730,7 +734,7 @@ class Broker:
             found = lookup(timestamp)  # (offset, timestamp, leader_epoch) of the first record at or after it
         except STORAGE_ERRORS:
             return ListOffsetResult(ErrorCode.kafka_storage_error)
-        if found is None or found.offset >= r.high_watermark:
+        if found is None or found.offset >= (r.last_stable_offset() if read_committed else r.high_watermark):
             return ListOffsetResult(ErrorCode.none)
         return ListOffsetResult(ErrorCode.none, found.offset, found.timestamp, _epoch_at(log, found.offset))
 

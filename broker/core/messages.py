@@ -73,6 +73,7 @@ class FetchRequest:
     max_wait_ms: int = 500
     min_bytes: int = 1
     max_bytes: int = 0x7FFFFFFF
+    isolation_level: int = 0  # consumers: 1 = read_committed (records below the LSO only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ class FetchPartitionResponse:
     # Not in Kafka's FetchResponse: the leader's LEO, returned with OFFSET_OUT_OF_RANGE so a
     # follower in pre-KIP-101 mode can truncate without a separate ListOffsets round trip.
     log_end_offset: int = UNDEFINED_OFFSET
+    last_stable_offset: int = UNDEFINED_OFFSET  # consumer reads (transactions.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,8 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
-from broker.core.producers import ProducerBatch, ProducerStateTable, scan
+from broker.core.producers import TXN_DATA, BatchMeta, ProducerBatch, ProducerStateTable, scan
+from broker.core.transactions import TxnIndex
 from broker.core.truncation import find_divergence, truncation_offset
 from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
 from broker.records import BatchError
@@ -127,27 +128,45 @@ class PartitionReplica:
         self.failures: list[tuple[str, str]] = []  # (operation, error) of storage failures, drained by the Broker
         self.truncations: list[tuple[int, int, str]] = []  # (from LEO, to, reason), drained by the Broker
         self.producers = ProducerStateTable()  # idempotent producers (broker/core/producers.py)
+        self.txns = TxnIndex()  # transactions (broker/core/transactions.py)
 
     def load_producer_state(self) -> None:
-        """Rebuild the producer state from the log, from `log.producer_state_start` (the
-        on-disk log's active segment) or the log start, to the LEO."""
+        """Rebuild the producer state and the transaction index from the log: the index
+        from the log start, the producer state from `log.producer_state_start` (the
+        on-disk log's active segment) or the log start, both to the LEO."""
         log = self.log
-        off = max(getattr(log, "producer_state_start", log.log_start_offset), log.log_start_offset)
+        self.producers = ProducerStateTable()
+        self.txns = TxnIndex()
+        pstart = max(getattr(log, "producer_state_start", log.log_start_offset), log.log_start_offset)
+        off = log.log_start_offset
         try:
             while off < log.log_end_offset:
                 batches, end = scan(log.read(off, 1 << 20))
                 for b in batches:
-                    self.producers.record(b)
+                    self.txns.apply(b)
+                    if b.last_offset >= pstart:
+                        self.producers.record(b)
                 if end <= off:
                     break
                 off = end
         except (*STORAGE_ERRORS, BatchError) as e:  # what was read stays; later producers count as unknown
             self._failed("producer state rebuild", e)
 
+    def _record_batches(self, batches: list[ProducerBatch]) -> None:
+        for b in batches:
+            self.producers.record(b)
+            self.txns.apply(b)
+
+    def last_stable_offset(self) -> int:
+        """The LSO: below the oldest ongoing transaction and the HWM (transactions.py)."""
+        return self.txns.last_stable_offset(self.high_watermark)
+
     def _truncate(self, offset: int, reason: str) -> None:
         leo = self.log.log_end_offset
         self.log.truncate_to(offset)
         self.producers.truncate(offset)
+        if self.txns.seen:  # a marker may be gone: rebuild the transaction index
+            self.load_producer_state()
         if self.log.log_end_offset < leo:
             self.truncations.append((leo, self.log.log_end_offset, reason))
 
@@ -254,7 +273,8 @@ class PartitionReplica:
             self._failed("read for a follower", e)
             return self._error(ErrorCode.kafka_storage_error)
         self._update_follower(replica_id, follower, replica_epoch, p.fetch_offset, leo, now, image, ev)
-        return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records)
+        return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records,
+                                      last_stable_offset=self.last_stable_offset())
 
     def _update_follower(
         self, rid: int, f: FollowerState, epoch: int, fetch_offset: int, leo: int, now: int, image: MetadataImage, ev: ReplicaEvents
@@ -271,8 +291,9 @@ class PartitionReplica:
         self.maybe_expand_isr(rid, f, image, now, ev)
         self.maybe_advance_hwm(now, ev)
 
-    def consumer_read(self, offset: int, max_bytes: int) -> FetchPartitionResponse:
-        """A consumer fetch: records below the HWM only.
+    def consumer_read(self, offset: int, max_bytes: int, read_committed: bool = False) -> FetchPartitionResponse:
+        """A consumer fetch: records below the HWM only (below the LSO with
+        `read_committed`).
 
         As in Kafka, only an offset outside [log start, LEO] is OFFSET_OUT_OF_RANGE; an offset
         between the HWM and the LEO gets an empty answer. (A new leader's HWM can lag behind
@@ -282,14 +303,16 @@ class PartitionReplica:
             return self._error(ErrorCode.not_leader_or_follower)
         if offset > self.log.log_end_offset or offset < self.log.log_start_offset:
             return self._error(ErrorCode.offset_out_of_range)
+        limit = self.last_stable_offset() if read_committed else self.high_watermark
         try:
-            records = self.log.read(offset, max_bytes, self.high_watermark) if offset < self.high_watermark else b""
+            records = self.log.read(offset, max_bytes, limit) if offset < limit else b""
         except OffsetOutOfRange:
             return self._error(ErrorCode.offset_out_of_range)
         except STORAGE_ERRORS as e:
             self._failed("read for a consumer", e)
             return self._error(ErrorCode.kafka_storage_error)
-        return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records)
+        return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records,
+                                      last_stable_offset=self.last_stable_offset())
 
     # ------------------------------------------------------------ leader: ISR and HWM
     def _effective_isr_ok(self) -> bool:
@@ -438,10 +461,8 @@ class PartitionReplica:
         if acks == -1 and not self._effective_isr_ok():
             return ProduceResponse(correlation_id, self.tp, ErrorCode.not_enough_replicas)
         idempotent, _ = scan(records)
-        for b in idempotent:  # Produce v3+: one batch
-            if b.first_seq < 0 or b.epoch < 0:
-                return ProduceResponse(correlation_id, self.tp, ErrorCode.invalid_record)
-            err, dup = self.producers.check(b.producer_id, b.epoch, b.first_seq, b.last_seq)
+        for b in idempotent:  # Produce v3+: one batch (a marker: one control batch)
+            err, dup = self._check_producer(b)
             if err is not ErrorCode.none:
                 return ProduceResponse(correlation_id, self.tp, err)
             if dup is not None:  # a retry: the first copy's offsets, acknowledged as it would be
@@ -455,10 +476,19 @@ class PartitionReplica:
             code = getattr(e, "error_code", ErrorCode.corrupt_message)
             return ProduceResponse(correlation_id, self.tp, code if isinstance(code, ErrorCode) else ErrorCode.corrupt_message)
         ev.appended = True
-        for b in idempotent:
-            self.producers.record(ProducerBatch(b.producer_id, b.epoch, b.first_seq, b.last_seq,
-                                                first + (b.first_offset), first + (b.last_offset)))
+        self._record_batches([ProducerBatch(b.producer_id, b.epoch, b.first_seq, b.last_seq, first + b.first_offset,
+                                            first + b.last_offset, b.txn) for b in idempotent])
         return self._ack(client, correlation_id, acks, first, last, timeout_ms, now, ev)
+
+    def _check_producer(self, b: ProducerBatch) -> tuple[ErrorCode, BatchMeta | None]:
+        """A leader's producer checks of one batch (producers.py): (error, cached batch
+        of a retry or None)."""
+        if b.is_marker:
+            return self.producers.check_marker(b.producer_id, b.epoch), None
+        if b.first_seq < 0 or b.epoch < 0:
+            return ErrorCode.invalid_record, None
+        fence = b.txn != TXN_DATA or self.s.guards.on(sg.PRODUCER_EPOCH_FENCE)
+        return self.producers.check(b.producer_id, b.epoch, b.first_seq, b.last_seq, fence)
 
     def _ack(self, client: int | str, correlation_id: int, acks: int, first: int, last: int, timeout_ms: int, now: int,
              ev: ReplicaEvents) -> ProduceResponse | None:
@@ -523,7 +553,7 @@ class PartitionReplica:
             return
         if r.records:
             self.log.append_as_follower(r.records)
-            self.producers.record_all(r.records)
+            self._record_batches(scan(r.records)[0])
         self.high_watermark = min(r.high_watermark, self.log.log_end_offset)
         if r.log_start_offset > self.log.log_start_offset:  # follow the leader's (retention, DeleteRecords)
             self.log.maybe_increment_log_start_offset(min(r.log_start_offset, self.high_watermark))

@@ -1,7 +1,7 @@
 """The registry of switchable protocol safeguards (all on by default).
 
-Each safeguard is a rule of the replication protocol whose removal brings back a
-historical data-loss bug. The harness exposes them as ``--safeguard-off NAME``; a broker
+Each safeguard is a rule of the replication protocol (or of transactions) whose removal
+brings back a historical data-loss (or isolation) bug. The harness exposes them as ``--safeguard-off NAME``; a broker
 or controller takes a set of names switched off (`SafeguardSet`), and a topic may switch
 more off with the topic config ``wrack.safeguards.off`` (comma-separated names). The
 effective set for a partition is the union of the node's and the topic's.
@@ -19,6 +19,10 @@ class Safeguard:
     name: str
     rule: str
     bug: str
+    # The replication simulation (broker/sim) models what it guards, and the bug zoo
+    # (campaigns/bugzoo.yaml) has a cell for it. False: transactions, which neither models
+    # yet; a broker test on real processes shows the bug (docs/broker.md, Transactions).
+    simulated: bool = True
 
 
 EPOCH_TRUNCATION = "epoch-truncation"
@@ -27,6 +31,7 @@ LESO_CHECK = "leso-check"
 PARTITION_EPOCH_CHECK = "partition-epoch-check"
 BROKER_EPOCH_CHECK = "broker-epoch-check"
 CLEAN_ELECTION_ONLY = "clean-election-only"
+PRODUCER_EPOCH_FENCE = "producer-epoch-fence"
 
 REGISTRY: dict[str, Safeguard] = {
     s.name: s
@@ -80,6 +85,18 @@ REGISTRY: dict[str, Safeguard] = {
             "enable=true lets any live replica be elected when no clean candidate is live.",
             "Unclean leader election (default before Kafka 0.11, KIP-106; Jepsen 2013): an "
             "out-of-sync replica becomes leader and acknowledged writes are truncated away.",
+        ),
+        Safeguard(
+            PRODUCER_EPOCH_FENCE,
+            "A partition leader refuses a transactional write whose producer epoch is below the "
+            "producer's (INVALID_PRODUCER_EPOCH): the coordinator's epoch bump (InitProducerId of a "
+            "new instance, a transaction timeout) reaches the partition with the ABORT marker and "
+            "fences the old instance there.",
+            "Zombie writes (KAFKA-14402, what KIP-890 closes): the old instance's late write is "
+            "appended after the abort, joins the new instance's transaction on that partition and "
+            "is committed with it: a read_committed consumer sees a write of a transaction that "
+            "was aborted (G1a, aborted read).",
+            simulated=False,
         ),
     )
 }

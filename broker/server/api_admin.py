@@ -20,6 +20,7 @@ from broker.core.messages import (
     DeleteTopicRequest,
 )
 from broker.core.properties import BY_TOPIC_NAME
+from broker.core.txn_state import STATE_TOPIC
 from broker.server.api_base import ADMIN_FALLBACK_TIMEOUT_S, ApiFamily, HandlerHost, Req
 from broker.wire import kafka as k
 
@@ -119,7 +120,7 @@ class AdminApis(ApiFamily):
                 "isr_nodes": list(reg.isr),
                 "offline_replicas": offline,
             })
-        return {"error_code": E.none, "name": name, "topic_id": image.topic_ids.get(name), "is_internal": False,
+        return {"error_code": E.none, "name": name, "topic_id": image.topic_ids.get(name), "is_internal": name == STATE_TOPIC,
                 "partitions": parts, "topic_authorized_operations": -2147483648}
 
     def _auto_create(self, name: str) -> None:

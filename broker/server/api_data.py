@@ -21,6 +21,7 @@ from broker.core.messages import (
     ProduceRequest,
     TopicPartition,
 )
+from broker.core.producers import scan
 from broker.records import BatchError, validate_for_append
 from broker.server.api_base import ApiFamily, Req
 from broker.storage.validator import AppendPolicy, conform
@@ -32,8 +33,8 @@ E = ErrorCode
 
 def check_batches(records: bytes | None, max_message_bytes: int) -> ErrorCode:
     """What a leader checks before appending a Produce partition (v3+: exactly one v2
-    batch, length and CRC-32C valid, not transactional or control, within
-    message.max.bytes): `broker.records.validate_for_append`, then the one-batch rule."""
+    batch, length and CRC-32C valid, not a control batch, within message.max.bytes):
+    `broker.records.validate_for_append`, then the one-batch rule."""
     if not records:
         return E.invalid_record
     if len(records) > max_message_bytes:
@@ -44,8 +45,6 @@ def check_batches(records: bytes | None, max_message_bytes: int) -> ErrorCode:
         return getattr(e, "error_code", E.corrupt_message)
     if len(headers) != 1:
         return E.invalid_record
-    if headers[0].attributes & 0x30:
-        return E.invalid_record  # transactional / control batches: no transactions here
     return E.none
 
 
@@ -104,8 +103,7 @@ class DataApis(ApiFamily):
             if pending[0] == 0 and acks != 0:
                 finish()
 
-        bad_request = E.invalid_required_acks if acks not in (0, 1, -1) else (
-            E.transactional_id_authorization_failed if body.transactional_id is not None else E.none)
+        bad_request = E.invalid_required_acks if acks not in (0, 1, -1) else E.none
         for td in body.topic_data:
             name = td.name
             idxs: list[int] = []
@@ -188,6 +186,9 @@ class DataApis(ApiFamily):
                     getattr(p, "log_start_offset", -1), max(p.partition_max_bytes, 0),
                 ))
 
+        committed = replica_id < 0 and getattr(body, "isolation_level", 0) == 1
+        fetch_offsets = {fp.tp: fp.fetch_offset for fp in parts}
+
         def respond(resp: Any) -> None:
             got = {pr.tp: pr for pr in resp.partitions} if resp is not None else {}
             out = []
@@ -202,8 +203,10 @@ class DataApis(ApiFamily):
                         continue
                     if pr.error is E.none:
                         div = pr.diverging_epoch
-                        prs.append(PartitionData(idx, 0, pr.high_watermark, pr.high_watermark, pr.log_start_offset,
-                                                 pr.records, None if div is None else (div.epoch, div.end_offset)))
+                        aborted = self._aborted(tp, fetch_offsets.get(tp, 0), pr.records) if committed else None
+                        prs.append(PartitionData(idx, 0, pr.high_watermark, pr.last_stable_offset, pr.log_start_offset,
+                                                 pr.records, None if div is None else (div.epoch, div.end_offset),
+                                                 aborted))
                     else:
                         prs.append(PartitionData(idx, pr.error.value, -1, -1, -1, b""))
                 out.append(TopicData(name or "", topic_id, prs))
@@ -215,8 +218,20 @@ class DataApis(ApiFamily):
             return
         cid = node.new_cid()
         msg = FetchRequest(cid, replica_id, replica_epoch, tuple(parts), max(k.ms(body.max_wait), 0),
-                           body.min_bytes, getattr(body, "max_bytes", 0x7FFFFFFF))
+                           body.min_bytes, getattr(body, "max_bytes", 0x7FFFFFFF), getattr(body, "isolation_level", 0))
         node.to_broker(req.conn.client, msg, respond)
+
+    def _aborted(self, tp: TopicPartition, start: int, records: bytes) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with records in what a
+        read_committed fetch from `start` returns (Kafka's AbortedTransactions)."""
+        r = self.node.broker.partitions.get(tp) if self.node.broker is not None else None
+        if r is None or not records:
+            return []
+        try:
+            end = max(start, scan(records)[1])
+        except BatchError:  # a partial batch at the end: bound by the LSO
+            end = r.last_stable_offset()
+        return [(a.producer_id, a.first_offset) for a in r.txns.aborted_between(start, end)]
 
     # ------------------------------------------------------------ ListOffsets
     def list_offsets(self, req: Req, body: Any) -> None:
@@ -233,7 +248,8 @@ class DataApis(ApiFamily):
                 if p.timestamp == MAX_TIMESTAMP and req.version < 7 or p.timestamp < MAX_TIMESTAMP:
                     prs.append({"partition_index": p.partition_index, "error_code": E.invalid_request})
                     continue
-                res = broker.list_offset(tp, getattr(p, "current_leader_epoch", -1), p.timestamp)
+                res = broker.list_offset(tp, getattr(p, "current_leader_epoch", -1), p.timestamp,
+                                         getattr(body, "isolation_level", 0) == 1)
                 prs.append({"partition_index": p.partition_index, "error_code": res.error, "timestamp": res.timestamp,
                             "offset": res.offset, "leader_epoch": res.leader_epoch})
             out.append({"name": t.name, "partitions": prs})
@@ -266,14 +282,10 @@ class DataApis(ApiFamily):
     def init_producer_id(self, req: Req, body: Any) -> None:
         """Idempotent producers: a fresh producer id with epoch 0 (Kafka gives a producer
         without a transactional id a new id every time, whatever id and epoch it sends).
-        Transactions are not supported: a transactional id is refused as Produce refuses
-        transactional batches."""
+        A transactional id is the transaction coordinator's (api_txn.py, which calls this
+        for the others)."""
         broker = self.node.broker
         assert broker is not None
-        if body.transactional_id is not None:
-            req.reply({"throttle_time": 0, "error_code": E.transactional_id_authorization_failed,
-                       "producer_id": -1, "producer_epoch": -1})
-            return
         err, pid = broker.init_producer_id()
         req.reply({"throttle_time": 0, "error_code": err, "producer_id": pid, "producer_epoch": 0 if pid >= 0 else -1})
 

@@ -12,13 +12,18 @@ from kio.schema.errors import ErrorCode
 from broker.core.messages import (
     TopicPartition,
 )
-from broker.server.api_base import ApiFamily, Req
+from broker.server.api_base import ApiFamily, HandlerHost, Req
 from broker.server.offsets import Committed, coordinator_for
+from broker.server.txn_offsets import PendingTxnOffsets
 from broker.wire import kafka as k
 
 E = ErrorCode
 
 class GroupApis(ApiFamily):
+    def __init__(self, node: HandlerHost, pending_txn_offsets: PendingTxnOffsets | None = None) -> None:
+        super().__init__(node)
+        self.pending_txn_offsets = pending_txn_offsets or PendingTxnOffsets()
+
     def apis(self) -> dict[int, Callable[[Req, Any], None]]:
         return {k.FIND_COORDINATOR: self.find_coordinator, k.OFFSET_COMMIT: self.offset_commit,
                 k.OFFSET_FETCH: self.offset_fetch, k.JOIN_GROUP: self.join_group, k.SYNC_GROUP: self.sync_group,
@@ -30,11 +35,7 @@ class GroupApis(ApiFamily):
         return coordinator_for(group, list(self.image.brokers))
 
     def find_coordinator(self, req: Req, body: Any) -> None:
-        key_type = getattr(body, "key_type", 0)
-        if key_type != 0:
-            req.reply({"throttle_time": 0, "error_code": E.coordinator_not_available,
-                       "error_message": "transactions are not supported", "node_id": -1, "host": "", "port": -1})
-            return
+        """A group's coordinator (key type 0; api_txn.py answers transactional ids)."""
         node_id = self._coordinator(body.key)
         ep = self._endpoint(node_id, req.conn.listener) if node_id >= 0 else None
         if ep is None or not self.image.is_usable(node_id):
@@ -90,14 +91,17 @@ class GroupApis(ApiFamily):
                 wanted.setdefault(t, []).append(p)
         else:
             wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+        # KIP-447: a partition with an offset of an unfinished transaction is unstable
+        unstable = self.pending_txn_offsets.pending_for(group) if getattr(body, "require_stable", False) else set()
         out = []
         for name, idxs in wanted.items():
             prs = []
             for i in idxs:
                 c = committed.get((name, i))
+                err = E.unstable_offset_commit if (name, i) in unstable else E.none
                 prs.append({"partition_index": i, "committed_offset": c.offset if c else -1,
                             "committed_leader_epoch": c.leader_epoch if c else -1,
-                            "metadata": (c.metadata if c and c.metadata is not None else ""), "error_code": E.none})
+                            "metadata": (c.metadata if c and c.metadata is not None else ""), "error_code": err})
             out.append({"name": name, "partitions": prs})
         req.reply({"throttle_time": 0, "topics": out, "error_code": E.none})
 

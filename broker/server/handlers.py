@@ -13,7 +13,8 @@ or later). Bad input never raises out of it:
 The APIs come in families, each a module given only the node's `HandlerHost`
 (broker/server/api_base.py): the data path (api_data.py), metadata and topic admin
 (api_admin.py), configs (api_configs.py), elections, reassignments and log dirs
-(api_replicas.py), consumer groups (api_groups.py); ApiVersions is answered here. Per-API
+(api_replicas.py), consumer groups (api_groups.py), transactions (api_txn.py); ApiVersions
+is answered here. Per-API
 behaviour follows Kafka; what differs is said in docs/broker.md.
 """
 
@@ -31,6 +32,7 @@ from broker.server.api_configs import ConfigApis
 from broker.server.api_data import DataApis
 from broker.server.api_groups import GroupApis
 from broker.server.api_replicas import ReplicaApis
+from broker.server.api_txn import TxnApis
 from broker.server.connection import KafkaConnection, Slot
 from broker.wire import kafka as k
 
@@ -44,8 +46,14 @@ class Handlers:
         self.node = node
         self.log: logging.Logger = node.log.getChild("api")
         self.table: dict[int, Callable[[Req, Any], None]] = {k.API_VERSIONS: self.api_versions}
-        for family in (DataApis(node), AdminApis(node), GroupApis(node), ConfigApis(node), ReplicaApis(node)):
-            self.table.update(family.apis())
+        data, groups = DataApis(node), GroupApis(node)
+        self.txn = TxnApis(node, data, groups)
+        for family in (data, AdminApis(node), groups, ConfigApis(node), ReplicaApis(node), self.txn):
+            self.table.update(family.apis())  # TxnApis last: it takes FindCoordinator and InitProducerId
+
+    def start(self) -> None:
+        """Background work of the APIs, once the node's loop runs (the transaction coordinator)."""
+        self.txn.start()
 
     # ------------------------------------------------------------ dispatch
     def dispatch(self, conn: KafkaConnection, frame: bytes, slot: Slot) -> None:

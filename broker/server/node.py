@@ -239,6 +239,8 @@ class Node:
             )
             store.attach(self._topic_configs, self._high_watermark)
         await self._listen()
+        if self.broker is not None:
+            self.handlers.start()
         if self.quorum is not None:
             self._apply(CONTROLLER, self.quorum.tick(now))
         if self.broker is not None and not self._never_serve_again():

@@ -16,6 +16,7 @@ _I = struct.Struct(">i")
 _H = struct.Struct(">h")
 _PART_HEAD = struct.Struct(">ihq")  # partition index, error code, high watermark
 _Q = struct.Struct(">q")
+_QQ = struct.Struct(">qq")
 _DIVERGING = struct.Struct(">iqB")  # epoch, end offset, no tagged fields
 _ZERO_UUID = bytes(16)
 
@@ -28,6 +29,7 @@ class PartitionData(NamedTuple):
     log_start_offset: int
     records: bytes | None
     diverging: tuple[int, int] | None = None  # (epoch, end offset), v12+
+    aborted: list[tuple[int, int]] | None = None  # (producer id, first offset): read_committed
 
 
 class TopicData(NamedTuple):
@@ -43,6 +45,16 @@ def _uvarint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+def _aborted(aborted: list[tuple[int, int]] | None, flexible: bool) -> bytes:
+    """The aborted transactions array (null when None)."""
+    if aborted is None:
+        return b"\x00" if flexible else _I.pack(-1)
+    out = [_uvarint(len(aborted) + 1) if flexible else _I.pack(len(aborted))]
+    for pid, first in aborted:
+        out.append(_QQ.pack(pid, first) + (b"\x00" if flexible else b""))
+    return b"".join(out)
 
 
 def encode_fetch_response(version: int, correlation_id: int, error_code: int, topics: list[TopicData],
@@ -69,7 +81,7 @@ def encode_fetch_response(version: int, correlation_id: int, error_code: int, to
             head = _PART_HEAD.pack(p.index, p.error_code, p.high_watermark) + _Q.pack(p.last_stable_offset)
             if version >= 5:
                 head += _Q.pack(p.log_start_offset)
-            head += b"\x00" if flexible else _I.pack(-1)  # aborted transactions: null
+            head += _aborted(p.aborted, flexible)
             if version >= 11:
                 head += _I.pack(-1)  # preferred read replica
             recs = p.records

@@ -21,6 +21,7 @@ partitions = st.builds(
     st.integers(-1, 2**62),
     st.none() | st.binary(max_size=300),
     st.none() | st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**62)),
+    st.none() | st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=3),
 )
 topics = st.builds(TopicData, st.text(max_size=20), st.uuids(), st.lists(partitions, max_size=3))
 
@@ -30,7 +31,9 @@ def kio_bytes(version: int, cid: int, error: int, ts: list[TopicData]) -> bytes:
         {"topic": t.name, "topic_id": t.topic_id, "partitions": [
             {"partition_index": p.index, "error_code": ErrorCode(p.error_code), "high_watermark": p.high_watermark,
              "last_stable_offset": p.last_stable_offset, "log_start_offset": p.log_start_offset,
-             "aborted_transactions": None, "preferred_read_replica": -1, "records": p.records,
+             "aborted_transactions": None if p.aborted is None else [
+                 {"producer_id": pid, "first_offset": first} for pid, first in p.aborted],
+             "preferred_read_replica": -1, "records": p.records,
              **({"diverging_epoch": {"epoch": p.diverging[0], "end_offset": p.diverging[1]}}
                 if p.diverging is not None and version >= 12 else {})}
             for p in t.partitions]} for t in ts]}

@@ -117,8 +117,6 @@ def test_sequence_rules_on_the_wire_and_the_state_after_restarts(fleet):
         assert produce(c, batch(pid, 1, 4))[0] is E.out_of_order_sequence_number  # a new epoch starts at 0
         assert produce(c, batch(pid, 1, 0)) == (E.none, 4)
         assert produce(c, batch(pid, 0, 4))[0] is E.invalid_producer_epoch
-        r = c.call(k.INIT_PRODUCER_ID, 4, {"transactional_id": "txn", "transaction_timeout": 60000})
-        assert r.error_code is E.transactional_id_authorization_failed
     assert b.terminate() == 0
     b.start()
     with RawClient(b.host, b.port) as c:

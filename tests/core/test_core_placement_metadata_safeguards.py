@@ -80,7 +80,8 @@ def test_image_refuses_a_gap():
 
 def test_safeguard_registry_names_and_documents_every_switch():
     assert set(sg.REGISTRY) == {
-        "epoch-truncation", "elr", "leso-check", "partition-epoch-check", "broker-epoch-check", "clean-election-only"
+        "epoch-truncation", "elr", "leso-check", "partition-epoch-check", "broker-epoch-check", "clean-election-only",
+        "producer-epoch-fence",
     }
     for s in sg.REGISTRY.values():
         assert s.rule and s.bug and s.name == s.name.lower()

@@ -105,7 +105,7 @@ def test_every_safeguard_has_an_invalid_cell_and_lossy_cells_expect_found(name):
             assert cell.expect == "found", cell.label()
         else:
             assert cell.expect == "valid", cell.label()
-    assert sorted(off) == sorted((s,) for s in REGISTRY)  # one cell per safeguard, alone
+    assert sorted(off) == sorted((n,) for n, s in REGISTRY.items() if s.simulated)  # one cell per safeguard, alone
     assert all(c.expect != "any" for c in cells)
 
 
