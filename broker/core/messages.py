@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from broker.core.acls import AclBinding, AclFilter
+
 NO_LEADER = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -316,6 +318,45 @@ class ElectLeadersResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateAclsRequest:
+    """CreateAcls: the bindings to store (KRaft's AccessControlEntryRecord)."""
+
+    correlation_id: int
+    creations: tuple[AclBinding, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AclResult:
+    error: ErrorCode
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateAclsResponse:
+    correlation_id: int
+    results: tuple[AclResult, ...]  # one per creation, in order
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsRequest:
+    correlation_id: int
+    filters: tuple[AclFilter, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AclDeleteResult:
+    error: ErrorCode
+    message: str = ""
+    matching: tuple[AclBinding, ...] = ()  # what the filter matched (and removed)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsResponse:
+    correlation_id: int
+    results: tuple[AclDeleteResult, ...]  # one per filter, in order
+
+
+@dataclass(frozen=True, slots=True)
 class NotController:
     """A controller that is not (or not yet) the active one answers a controller-bound
     request with this instead (Kafka's NOT_CONTROLLER): the quorum leader it knows
@@ -401,4 +442,6 @@ CONTROLLER_BOUND = (
     DeleteTopicRequest,
     ElectLeadersRequest,
     GetReplicaLogInfoResponse,
+    CreateAclsRequest,
+    DeleteAclsRequest,
 )

@@ -182,4 +182,10 @@ def error_response(api_key: int, body: Any, code: ErrorCode) -> dict[str, Any]:
     if api_key == k.DESCRIBE_CONFIGS:
         return {"results": [{"error_code": code, "error_message": None, "resource_type": r.resource_type,
                              "resource_name": r.resource_name, "configs": []} for r in body.resources]}
+    if api_key == k.CREATE_ACLS:
+        return {"results": [{"error_code": code} for _ in body.creations]}
+    if api_key == k.DELETE_ACLS:
+        return {"filter_results": [{"error_code": code} for _ in body.filters]}
+    if api_key == k.DELETE_GROUPS:
+        return {"results": [{"group_id": g, "error_code": code} for g in body.groups_names]}
     return {"error_code": code}

@@ -12,7 +12,8 @@ or later). Bad input never raises out of it:
 
 The APIs come in families, each a module given only the node's `HandlerHost`
 (broker/server/api_base.py): the data path (api_data.py), metadata and admin
-(api_admin.py), consumer groups (api_groups.py); ApiVersions is answered here. Per-API
+(api_admin.py), consumer groups (api_groups.py), ACLs (api_acls.py); ApiVersions is
+answered here. Per-API
 behaviour follows Kafka; what differs is said in docs/broker.md.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.server.api_acls import AclApis
 from broker.server.api_admin import AdminApis
 from broker.server.api_base import HandlerHost, Req, reply_error
 from broker.server.api_data import DataApis
@@ -41,7 +43,7 @@ class Handlers:
         self.node = node
         self.log: logging.Logger = node.log.getChild("api")
         self.table: dict[int, Callable[[Req, Any], None]] = {k.API_VERSIONS: self.api_versions}
-        for family in (DataApis(node), AdminApis(node), GroupApis(node)):
+        for family in (DataApis(node), AdminApis(node), GroupApis(node), AclApis(node)):
             self.table.update(family.apis())
 
     # ------------------------------------------------------------ dispatch

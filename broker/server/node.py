@@ -52,7 +52,9 @@ from broker.core.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
     CheckpointHighWatermarks,
+    CreateAclsResponse,
     CreateTopicResponse,
+    DeleteAclsResponse,
     DeletePartitionLog,
     DeleteTopicResponse,
     ElectLeadersResponse,
@@ -110,10 +112,10 @@ _REPLIES = (FetchResponse, OffsetsForLeaderEpochResponse, MetadataResponse)
 _FROM_CONTROLLER = (
     BrokerRegistrationResponse, BrokerHeartbeatResponse, MetadataFetchResponse, AlterPartitionResponse,
     GetReplicaLogInfoRequest, FetchResponse, CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse,
-    NotController,
+    NotController, CreateAclsResponse, DeleteAclsResponse,
 )
 _FROM_PEERS = (FetchRequest,)
-_ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse)
+_ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse, CreateAclsResponse, DeleteAclsResponse)
 LINK_CHECK_MS = 1000
 OFFSETS_FILE = "wrack-consumer-offsets.log"
 
@@ -627,7 +629,7 @@ class Node:
 
     # ------------------------------------------------------------ admin forwarding
     def forward_to_controller(self, msg: Any) -> asyncio.Future[Any]:
-        """Send an admin request (CreateTopic, DeleteTopic, ElectLeaders) to the
+        """Send an admin request (CreateTopic, DeleteTopic, ElectLeaders, Create/DeleteAcls) to the
         controller; the future gets its response."""
         fut = asyncio.get_running_loop().create_future()
         self.admin_waiters[msg.correlation_id] = fut

@@ -73,6 +73,10 @@ MESSAGES: tuple[type, ...] = (
     rm.BeginQuorumEpochRequest,
     rm.RaftFetchRequest,
     rm.RaftFetchResponse,
+    m.CreateAclsRequest,
+    m.CreateAclsResponse,
+    m.DeleteAclsRequest,
+    m.DeleteAclsResponse,
 )
 RECORDS: tuple[type, ...] = (
     md.RegisterBrokerRecord,
@@ -82,6 +86,8 @@ RECORDS: tuple[type, ...] = (
     md.PartitionChangeRecord,
     md.RemoveTopicRecord,
     md.LeaderChangeRecord,
+    md.AccessControlEntryRecord,
+    md.RemoveAccessControlEntryRecord,
 )
 # Fields whose hint is too loose to derive a codec from.
 _OVERRIDES: dict[tuple[type, str], Any] = {

@@ -99,7 +99,7 @@ def test_commits_check_membership_and_simple_commits_need_an_empty_group():
     assert gc.commit_error(0, "g", -1, "") is E.none
     a_id = join(gc, 0).last.member_id
     join(gc, 0, a_id)
-    assert gc.commit_error(1, "g", -1, "") is E.illegal_generation
+    assert gc.commit_error(1, "g", -1, "") is E.unknown_member_id  # an admin's commit, as Kafka answers it
     assert gc.commit_error(1, "g", 1, a_id) is E.none
     assert gc.commit_error(1, "g", 0, a_id) is E.illegal_generation
     assert gc.commit_error(1, "g", 1, "x") is E.unknown_member_id
