@@ -60,7 +60,7 @@ DESCRIBE_CLUSTER = 60
 # advertises exactly this, so clients negotiate down to it.
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
-    FETCH: (4, 15),
+    FETCH: (4, 16),
     LIST_OFFSETS: (1, 7),
     METADATA: (1, 12),
     OFFSET_COMMIT: (2, 8),
