@@ -1,4 +1,4 @@
-"""The controller: broker registrations, heartbeats and fencing, topics, partition
+"""The controller: broker registrations, heartbeats and fencing, topics, ACLs, partition
 changes, elections and unclean recovery, all written to the metadata log.
 
 Sans-IO: `handle(src, message, now_ms)` and `tick(now_ms)` return `Actions` (responses
