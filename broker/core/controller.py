@@ -1,4 +1,4 @@
-"""The controller: broker registrations, heartbeats and fencing, topics, partition
+"""The controller: broker registrations, heartbeats and fencing, topics, ACLs, partition
 changes, elections and unclean recovery, and the admin requests (new partitions, topic
 configs, reassignments, elections; their rules in admin_rules.py), all written to the
 metadata log.
@@ -19,6 +19,7 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from broker.core import acls
 from broker.core import safeguards as sg
 from broker.core.admin_rules import (
     AdminError,
@@ -39,6 +40,8 @@ from broker.core.election import (
 from broker.core.messages import (
     NO_LEADER,
     PREFERRED_ELECTION,
+    AclDeleteResult,
+    AclResult,
     Actions,
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -50,10 +53,14 @@ from broker.core.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationRequest,
     BrokerRegistrationResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicRequest,
     CreateTopicResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteTopicRequest,
     DeleteTopicResponse,
     ElectLeadersRequest,
@@ -68,6 +75,7 @@ from broker.core.metadata import (
     RECOVERED,
     RECOVERING,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     MetadataImage,
     MetadataLog,
@@ -76,8 +84,10 @@ from broker.core.metadata import (
     PartitionRecord,
     PartitionRegistration,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
+    acl_id_for,
 )
 
 
@@ -299,6 +309,10 @@ class Controller:
             resp = self._on_alter_reassignment(msg, acts)
         elif isinstance(msg, GetReplicaLogInfoResponse):
             self._on_log_info(msg, acts)
+        elif isinstance(msg, CreateAclsRequest):
+            resp = self._on_create_acls(msg, acts)
+        elif isinstance(msg, DeleteAclsRequest):
+            resp = self._on_delete_acls(msg, acts)
         else:
             raise TypeError(f"controller cannot handle {type(msg).__name__}")
         self._maybe_start_recovery(now_ms, acts)
@@ -502,6 +516,42 @@ class Controller:
             del self._recovery[tp]
         self._commit(RemoveTopicRecord(req.name), acts)
         return DeleteTopicResponse(req.correlation_id, req.name, ErrorCode.none)
+
+    # ------------------------------------------------------------ ACLs
+    def _on_create_acls(self, req: CreateAclsRequest, acts: Actions) -> CreateAclsResponse:
+        """Kafka's AclControlManager.createAcls: each binding checked on its own; one
+        already stored (or earlier in the request) succeeds without a new record."""
+        stored = set(self.image.acls.values())
+        results = []
+        for b in req.creations:
+            why = acls.binding_error(b)
+            if why is not None:
+                results.append(AclResult(ErrorCode.invalid_request, why))
+                continue
+            if b not in stored:
+                off = self.quorum.end_offset
+                self._commit(AccessControlEntryRecord(acl_id_for(off), b.resource_type, b.resource_name, b.pattern_type,
+                                                      b.principal, b.host, b.operation, b.permission_type), acts)
+                stored.add(b)
+            results.append(AclResult(ErrorCode.none))
+        return CreateAclsResponse(req.correlation_id, tuple(results))
+
+    def _on_delete_acls(self, req: DeleteAclsRequest, acts: Actions) -> DeleteAclsResponse:
+        """Kafka's AclControlManager.deleteAcls: every filter lists every stored ACL it
+        matches; each matched ACL is removed once."""
+        gone: dict[str, None] = {}
+        results = []
+        for f in req.filters:
+            why = acls.filter_error(f)
+            if why is not None:
+                results.append(AclDeleteResult(ErrorCode.invalid_request, why))
+                continue
+            hits = [(aid, b) for aid, b in self.image.acls.items() if acls.matches(f, b)]
+            gone.update((aid, None) for aid, _ in hits)
+            results.append(AclDeleteResult(ErrorCode.none, "", tuple(b for _, b in hits)))
+        for aid in gone:
+            self._commit(RemoveAccessControlEntryRecord(aid), acts)
+        return DeleteAclsResponse(req.correlation_id, tuple(results))
 
     # ------------------------------------------------------------ AlterPartition
     def _on_alter_partition(self, req: AlterPartitionRequest, acts: Actions) -> AlterPartitionResponse:

@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from broker.core.acls import AclBinding, AclFilter
+
 NO_LEADER = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -379,6 +381,20 @@ class AlterConfigsResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateAclsRequest:
+    """CreateAcls: the bindings to store (KRaft's AccessControlEntryRecord)."""
+
+    correlation_id: int
+    creations: tuple[AclBinding, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AclResult:
+    error: ErrorCode
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class AlterReassignmentRequest:
     """AlterPartitionReassignments for one partition: move it to `replicas`, or cancel the
     reassignment in progress (`replicas` None). `allow_rf_change` False (KIP-860): a target
@@ -396,6 +412,31 @@ class AlterReassignmentResponse:
     tp: TopicPartition
     error: ErrorCode
     message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateAclsResponse:
+    correlation_id: int
+    results: tuple[AclResult, ...]  # one per creation, in order
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsRequest:
+    correlation_id: int
+    filters: tuple[AclFilter, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AclDeleteResult:
+    error: ErrorCode
+    message: str = ""
+    matching: tuple[AclBinding, ...] = ()  # what the filter matched (and removed)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteAclsResponse:
+    correlation_id: int
+    results: tuple[AclDeleteResult, ...]  # one per filter, in order
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,4 +530,6 @@ CONTROLLER_BOUND = (
     CreatePartitionsRequest,
     AlterConfigsRequest,
     AlterReassignmentRequest,
+    CreateAclsRequest,
+    DeleteAclsRequest,
 )

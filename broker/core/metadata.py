@@ -15,6 +15,7 @@ import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from broker.core.acls import AclBinding
 from broker.core.messages import Endpoint, TopicPartition
 
 RECOVERED = 0
@@ -115,6 +116,32 @@ class ConfigRecord:
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 
+
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """CreateAcls: one stored ACL under `id` (KRaft's AccessControlEntryRecord)."""
+
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+    def binding(self) -> AclBinding:
+        return AclBinding(self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host,
+                          self.operation, self.permission_type)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    """DeleteAcls: the ACL stored under `id` is gone."""
+
+    id: str
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -124,6 +151,8 @@ MetadataRecord = (
     | RemoveTopicRecord
     | LeaderChangeRecord
     | ConfigRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 # Topic ids are derived from the name and the offset of the TopicRecord, so every node
@@ -133,6 +162,12 @@ _TOPIC_ID_NAMESPACE = uuid.UUID("5b0b6b5e-9a57-4a53-8f61-77726163b000")
 
 def topic_id_for(name: str, record_offset: int) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{name}@{record_offset}")
+
+
+def acl_id_for(record_offset: int) -> str:
+    """The id of the ACL its AccessControlEntryRecord stores at `record_offset` (the same
+    on every node, never reused)."""
+    return str(uuid.uuid5(_TOPIC_ID_NAMESPACE, f"acl@{record_offset}"))
 
 
 @dataclass(slots=True)
@@ -154,6 +189,7 @@ class MetadataImage:
     topics: dict[str, dict[str, str]] = field(default_factory=dict)
     partitions: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    acls: dict[str, AclBinding] = field(default_factory=dict)  # ACL id -> binding
 
     def apply(self, offset: int, record: MetadataRecord) -> None:
         """Apply the record at `offset` (must be `next_offset`)."""
@@ -182,6 +218,10 @@ class MetadataImage:
             self.partitions[record.tp] = record.registration
         elif isinstance(record, ConfigRecord):
             self._apply_config(record)
+        elif isinstance(record, AccessControlEntryRecord):
+            self.acls[record.id] = record.binding()
+        elif isinstance(record, RemoveAccessControlEntryRecord):
+            self.acls.pop(record.id, None)
         elif isinstance(record, LeaderChangeRecord):
             pass  # a control record of the quorum: it changes nothing in the image
         else:
@@ -222,6 +262,8 @@ _TYPES = {
         RemoveTopicRecord,
         LeaderChangeRecord,
         ConfigRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }
 

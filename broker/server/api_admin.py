@@ -12,6 +12,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from broker.config import topic_config_entries
+from broker.core.acls import INT_MIN, RT_CLUSTER, RT_TOPIC, all_operations
 from broker.core.admin_rules import AdminError, new_topic_configs, ordered_assignments
 from broker.core.messages import (
     NO_LEADER,
@@ -79,12 +80,16 @@ class AdminApis(ApiFamily):
                     name = by_id.get(t.topic_id)
                 names.append(name)
         auto = getattr(body, "allow_auto_topic_creation", True) and self.s.auto_create_topics_enable
+        # no authorizer: every operation is allowed, so asked-for bitsets are full (Kafka's
+        # AuthHelper.authorizedOperations without an authorizer)
+        topic_ops = all_operations(RT_TOPIC) if getattr(body, "include_topic_authorized_operations", False) else INT_MIN
+        cluster_ops = all_operations(RT_CLUSTER) if getattr(body, "include_cluster_authorized_operations", False) else INT_MIN
         topics = []
         for name in names:
             if name is None:
                 topics.append({"error_code": E.unknown_topic_id, "name": None, "partitions": []})
             elif name in image.topics:
-                topics.append(self._describe_topic(name))
+                topics.append({**self._describe_topic(name), "topic_authorized_operations": topic_ops})
             elif not valid_topic_name(name):
                 topics.append({"error_code": E.invalid_topic_exception, "name": name, "partitions": []})
             elif auto:
@@ -103,7 +108,7 @@ class AdminApis(ApiFamily):
             "cluster_id": self.s.cluster_id,
             "controller_id": controller,
             "topics": topics,
-            "cluster_authorized_operations": -2147483648,
+            "cluster_authorized_operations": cluster_ops,
         })
 
     def _describe_topic(self, name: str) -> dict[str, Any]:
@@ -121,7 +126,7 @@ class AdminApis(ApiFamily):
                 "offline_replicas": offline,
             })
         return {"error_code": E.none, "name": name, "topic_id": image.topic_ids.get(name), "is_internal": name == STATE_TOPIC,
-                "partitions": parts, "topic_authorized_operations": -2147483648}
+                "partitions": parts, "topic_authorized_operations": INT_MIN}
 
     def _auto_create(self, name: str) -> None:
         if name in self._creating:

@@ -234,4 +234,10 @@ def error_response(api_key: int, body: Any, code: ErrorCode) -> dict[str, Any]:
     if api_key == k.ALTER_PARTITION_REASSIGNMENTS:
         return {"error_code": code, "responses": [{"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": code} for p in t.partitions]} for t in body.topics]}
+    if api_key == k.CREATE_ACLS:
+        return {"results": [{"error_code": code} for _ in body.creations]}
+    if api_key == k.DELETE_ACLS:
+        return {"filter_results": [{"error_code": code} for _ in body.filters]}
+    if api_key == k.DELETE_GROUPS:
+        return {"results": [{"group_id": g, "error_code": code} for g in body.groups_names]}
     return {"error_code": code}

@@ -26,9 +26,10 @@ from broker.records import BatchError, validate_for_append
 from broker.server.api_base import ApiFamily, Req
 from broker.storage.validator import AppendPolicy, conform
 from broker.wire import kafka as k
-from broker.wire.fetch_codec import PartitionData, TopicData, encode_fetch_response
+from broker.wire.fetch_codec import NodeEndpoint, PartitionData, TopicData, encode_fetch_response
 
 E = ErrorCode
+_MOVED = (E.not_leader_or_follower, E.fenced_leader_epoch)  # errors that carry a leader hint (KIP-951)
 
 
 def check_batches(records: bytes | None, max_message_bytes: int) -> ErrorCode:
@@ -192,6 +193,7 @@ class DataApis(ApiFamily):
         def respond(resp: Any) -> None:
             got = {pr.tp: pr for pr in resp.partitions} if resp is not None else {}
             out = []
+            leaders: dict[int, NodeEndpoint] = {}
             for name, topic_id, idxs in layout:
                 prs = []
                 for idx in idxs:
@@ -208,10 +210,11 @@ class DataApis(ApiFamily):
                                                  pr.records, None if div is None else (div.epoch, div.end_offset),
                                                  aborted))
                     else:
-                        prs.append(PartitionData(idx, pr.error.value, -1, -1, -1, b""))
+                        hint = self._leader_hint(tp, req.conn.listener, leaders) if v >= 16 and pr.error in _MOVED else None
+                        prs.append(PartitionData(idx, pr.error.value, -1, -1, -1, b"", current_leader=hint))
                 out.append(TopicData(name or "", topic_id, prs))
             if not req.slot.done:
-                req.slot.complete(encode_fetch_response(v, req.cid, 0, out))
+                req.slot.complete(encode_fetch_response(v, req.cid, 0, out, node_endpoints=list(leaders.values())))
 
         if not parts:
             respond(None)
@@ -232,6 +235,17 @@ class DataApis(ApiFamily):
         except BatchError:  # a partial batch at the end: bound by the LSO
             end = r.last_stable_offset()
         return [(a.producer_id, a.first_offset) for a in r.txns.aborted_between(start, end)]
+
+    def _leader_hint(self, tp: TopicPartition, listener: str, nodes: dict[int, NodeEndpoint]) -> tuple[int, int] | None:
+        """KIP-951 (Fetch v16): the partition's current leader and epoch as this broker's
+        metadata knows them (None when unknown); the leader's endpoint goes into `nodes`."""
+        reg = self.image.partitions.get(tp)
+        if reg is None or reg.leader < 0:
+            return None
+        ep = self._endpoint(reg.leader, listener)
+        if ep is not None:
+            nodes[reg.leader] = NodeEndpoint(reg.leader, ep.host, ep.port)
+        return (reg.leader, reg.leader_epoch)
 
     # ------------------------------------------------------------ ListOffsets
     def list_offsets(self, req: Req, body: Any) -> None:

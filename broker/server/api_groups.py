@@ -1,6 +1,9 @@
-"""The consumer-group APIs: FindCoordinator, OffsetCommit/OffsetFetch (the offset store)
-and the group membership protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-DescribeGroups, ListGroups; broker/server/groups.py)."""
+"""The consumer-group APIs: FindCoordinator, OffsetCommit/OffsetFetch/OffsetDelete (the
+offset store), the group membership protocol (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, DescribeGroups, ListGroups; broker/server/groups.py) and DeleteGroups.
+
+A group is known to its coordinator by its membership state or by committed offsets
+(after a restart only the offsets remain): such a group without members is Empty."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.core.acls import RT_GROUP, all_operations
 from broker.core.messages import (
     TopicPartition,
 )
@@ -28,7 +32,8 @@ class GroupApis(ApiFamily):
         return {k.FIND_COORDINATOR: self.find_coordinator, k.OFFSET_COMMIT: self.offset_commit,
                 k.OFFSET_FETCH: self.offset_fetch, k.JOIN_GROUP: self.join_group, k.SYNC_GROUP: self.sync_group,
                 k.HEARTBEAT: self.heartbeat, k.LEAVE_GROUP: self.leave_group,
-                k.DESCRIBE_GROUPS: self.describe_groups, k.LIST_GROUPS: self.list_groups}
+                k.DESCRIBE_GROUPS: self.describe_groups, k.LIST_GROUPS: self.list_groups,
+                k.DELETE_GROUPS: self.delete_groups, k.OFFSET_DELETE: self.offset_delete}
 
     # ------------------------------------------------------------ groups: coordinator and offsets
     def _coordinator(self, group: str) -> int:
@@ -163,7 +168,12 @@ class GroupApis(ApiFamily):
         req.reply({"throttle_time": 0, "error_code": top, "members": members})
         self.node.schedule_timers()
 
+    def _has_offsets(self, group: str) -> bool:
+        store = self.node.offsets
+        return store is not None and bool(store.fetch(group))
+
     def describe_groups(self, req: Req, body: Any) -> None:
+        ops = all_operations(RT_GROUP) if getattr(body, "include_authorized_operations", False) else -2147483648
         out = []
         for gid in body.groups:
             if self._not_coordinator(req, gid):
@@ -172,10 +182,12 @@ class GroupApis(ApiFamily):
                 continue
             g = self.node.groups.describe(gid)
             if g is None:
-                out.append({"error_code": E.none, "group_id": gid, "group_state": "Dead", "protocol_type": "",
-                            "protocol_data": "", "members": []})
+                state = "Empty" if self._has_offsets(gid) else "Dead"
+                out.append({"error_code": E.none, "group_id": gid, "group_state": state, "protocol_type": "",
+                            "protocol_data": "", "members": [], "authorized_operations": ops})
                 continue
             out.append({"error_code": E.none, "group_id": gid, "group_state": g.state, "protocol_type": g.protocol_type or "",
+                        "authorized_operations": ops,
                         "protocol_data": g.protocol_name or "", "members": [
                             {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
                              "client_host": m.client_host, "member_metadata": dict(m.protocols).get(g.protocol_name or "", b""),
@@ -184,6 +196,60 @@ class GroupApis(ApiFamily):
 
     def list_groups(self, req: Req, body: Any) -> None:
         states = set(getattr(body, "states_filter", ()) or ())
+        known = self.node.groups.groups
         groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state}
-                  for g in self.node.groups.groups.values() if not states or g.state in states]
+                  for g in known.values() if not states or g.state in states]
+        store = self.node.offsets
+        if store is not None and (not states or "Empty" in states):
+            groups += [{"group_id": gid, "protocol_type": "", "group_state": "Empty"}
+                       for gid, entries in store.groups.items() if entries and gid not in known]
         req.reply({"throttle_time": 0, "error_code": E.none, "groups": groups})
+
+    # ------------------------------------------------------------ DeleteGroups, OffsetDelete
+    def delete_groups(self, req: Req, body: Any) -> None:
+        """Each group: NOT_COORDINATOR, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or deleted
+        with its committed offsets (durably, in the offset store)."""
+        out = []
+        for gid in body.groups_names:
+            if self._not_coordinator(req, gid):
+                err = E.not_coordinator
+            else:
+                err = self.node.groups.delete_error(gid, self._has_offsets(gid))
+            if err is E.none:
+                self.node.groups.delete(gid)
+                assert self.node.offsets is not None
+                self.node.offsets.forget(gid)
+            out.append({"group_id": gid, "error_code": err})
+        req.reply({"throttle_time": 0, "results": out})
+
+    def offset_delete(self, req: Req, body: Any) -> None:
+        """Kafka's OffsetDelete: a group error (NOT_COORDINATOR, INVALID_GROUP_ID,
+        GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) or, per partition, UNKNOWN_TOPIC_OR_PARTITION,
+        GROUP_SUBSCRIBED_TO_TOPIC (a consumer group with members reading that topic) or
+        NONE (its offset, if any, forgotten durably)."""
+        gid = body.group_id
+        if self._not_coordinator(req, gid):
+            err, keep = E.not_coordinator, None
+        else:
+            err, keep = self.node.groups.offset_delete_scope(gid, self._has_offsets(gid))
+        if err is not E.none:
+            req.reply({"error_code": err, "throttle_time": 0, "topics": []})
+            return
+        gone: list[tuple[str, int]] = []
+        topics = []
+        for t in body.topics:
+            prs = []
+            for p in t.partitions:
+                if not self._known(TopicPartition(t.name, p.partition_index)):
+                    perr = E.unknown_topic_or_partition
+                elif keep is None or t.name in keep:
+                    perr = E.group_subscribed_to_topic
+                else:
+                    perr = E.none
+                    gone.append((t.name, p.partition_index))
+                prs.append({"partition_index": p.partition_index, "error_code": perr})
+            topics.append({"name": t.name, "partitions": prs})
+        if gone:
+            assert self.node.offsets is not None
+            self.node.offsets.forget(gid, gone)
+        req.reply({"error_code": E.none, "throttle_time": 0, "topics": topics})

@@ -10,7 +10,8 @@ first waits group.initial.rebalance.delay.ms) -> CompletingRebalance (generation
 protocol chosen, leader told the members; waiting for the leader's SyncGroup) -> Stable.
 Membership is in memory: after a coordinator restart members get UNKNOWN_MEMBER_ID and
 rejoin (committed offsets are persistent, see offsets.py). Static membership
-(group.instance.id) is accepted but treated as dynamic.
+(group.instance.id) is accepted but treated as dynamic. DeleteGroups and OffsetDelete
+ask here whether a group (and which of its offsets) may go.
 """
 
 from __future__ import annotations
@@ -243,16 +244,62 @@ class GroupCoordinator:
 
     def commit_error(self, now: int, group_id: str, generation_id: int, member_id: str) -> ErrorCode:
         """Whether an OffsetCommit with this generation and member may commit: simple
-        commits (generation -1, no member) need a group without members."""
+        commits (generation -1, e.g. an admin's AlterConsumerGroupOffsets) need a group
+        without members; on a group with members they are checked as a member's, so an
+        admin's (no member id) gets UNKNOWN_MEMBER_ID, as from Kafka."""
         g = self.groups.get(group_id)
-        if generation_id < 0 and not member_id:
-            return ErrorCode.none if g is None or not g.members else ErrorCode.illegal_generation
+        if generation_id < 0 and (g is None or not g.members):
+            return ErrorCode.none
         err = self._member_error(g, member_id, generation_id)
         if err is not ErrorCode.none:
             return err
         assert g is not None
         g.members[member_id].last_heartbeat = now
         return ErrorCode.rebalance_in_progress if g.state == PREPARING else ErrorCode.none
+
+    # ------------------------------------------------------------ DeleteGroups, OffsetDelete
+    def delete_error(self, group_id: str, has_offsets: bool) -> ErrorCode:
+        """DeleteGroups: NONE when the group may go (known here, by its state or by
+        committed offsets, and without members), NON_EMPTY_GROUP while it has members,
+        GROUP_ID_NOT_FOUND when unknown."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return ErrorCode.none if has_offsets else ErrorCode.group_id_not_found
+        return ErrorCode.none if g.state == EMPTY else ErrorCode.non_empty_group
+
+    def delete(self, group_id: str) -> None:
+        """Forget the group's state (after `delete_error` said NONE)."""
+        self.groups.pop(group_id, None)
+
+    def offset_delete_scope(self, group_id: str, has_offsets: bool) -> tuple[ErrorCode, frozenset[str] | None]:
+        """OffsetDelete (Kafka's GroupCoordinator.handleDeleteOffsets): the group error and
+        the topics whose offsets must stay. A group without members keeps none (empty
+        set); a consumer group with members keeps those of the topics its members
+        subscribe to (None: not known yet, i.e. every topic: GROUP_SUBSCRIBED_TO_TOPIC);
+        another protocol's group with members answers NON_EMPTY_GROUP."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, None
+        g = self.groups.get(group_id)
+        if g is None:
+            return (ErrorCode.none, frozenset()) if has_offsets else (ErrorCode.group_id_not_found, None)
+        if g.state == EMPTY:
+            return ErrorCode.none, frozenset()
+        if g.protocol_type != "consumer":
+            return ErrorCode.non_empty_group, None
+        return ErrorCode.none, self._subscribed_topics(g)
+
+    def _subscribed_topics(self, g: Group) -> frozenset[str] | None:
+        """The union of the members' subscriptions under the group's protocol, or None
+        when there is no protocol yet or a subscription does not parse."""
+        if g.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for m in g.members.values():
+            subscription = subscription_topics(dict(m.protocols).get(g.protocol_name, b""))
+            if subscription is None:
+                return None
+            topics |= subscription
+        return frozenset(topics)
 
     # ------------------------------------------------------------ timers
     def tick(self, now: int) -> None:
@@ -282,3 +329,25 @@ class GroupCoordinator:
     # ------------------------------------------------------------ admin views
     def describe(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
+
+
+def subscription_topics(metadata: bytes) -> set[str] | None:
+    """The topics of a ConsumerProtocolSubscription (any version: int16 version, then an
+    int32 count of int16-length strings), or None if it does not parse."""
+    try:
+        pos = 2
+        n = int.from_bytes(metadata[pos:pos + 4], "big", signed=True)
+        pos += 4
+        if len(metadata) < pos or n < 0:
+            return None
+        out = set()
+        for _ in range(n):
+            size = int.from_bytes(metadata[pos:pos + 2], "big", signed=True)
+            pos += 2
+            if size < 0 or pos + size > len(metadata):
+                return None
+            out.add(metadata[pos:pos + size].decode("utf-8"))
+            pos += size
+        return out
+    except UnicodeDecodeError:
+        return None

@@ -13,8 +13,8 @@ or later). Bad input never raises out of it:
 The APIs come in families, each a module given only the node's `HandlerHost`
 (broker/server/api_base.py): the data path (api_data.py), metadata and topic admin
 (api_admin.py), configs (api_configs.py), elections, reassignments and log dirs
-(api_replicas.py), consumer groups (api_groups.py), transactions (api_txn.py); ApiVersions
-is answered here. Per-API
+(api_replicas.py), consumer groups (api_groups.py), transactions (api_txn.py), ACLs
+(api_acls.py); ApiVersions is answered here. Per-API
 behaviour follows Kafka; what differs is said in docs/broker.md.
 """
 
@@ -26,6 +26,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.server.api_acls import AclApis
 from broker.server.api_admin import AdminApis
 from broker.server.api_base import HandlerHost, Req, reply_error
 from broker.server.api_configs import ConfigApis
@@ -48,7 +49,7 @@ class Handlers:
         self.table: dict[int, Callable[[Req, Any], None]] = {k.API_VERSIONS: self.api_versions}
         data, groups = DataApis(node), GroupApis(node)
         self.txn = TxnApis(node, data, groups)
-        for family in (data, AdminApis(node), groups, ConfigApis(node), ReplicaApis(node), self.txn):
+        for family in (data, AdminApis(node), groups, ConfigApis(node), ReplicaApis(node), AclApis(node), self.txn):
             self.table.update(family.apis())  # TxnApis last: it takes FindCoordinator and InitProducerId
 
     def start(self) -> None:

@@ -55,8 +55,10 @@ from broker.core.messages import (
     BrokerHeartbeatResponse,
     BrokerRegistrationResponse,
     CheckpointHighWatermarks,
+    CreateAclsResponse,
     CreatePartitionsResponse,
     CreateTopicResponse,
+    DeleteAclsResponse,
     DeletePartitionLog,
     DeleteTopicResponse,
     ElectLeadersResponse,
@@ -115,10 +117,11 @@ _FROM_CONTROLLER = (
     BrokerRegistrationResponse, BrokerHeartbeatResponse, MetadataFetchResponse, AlterPartitionResponse,
     GetReplicaLogInfoRequest, FetchResponse, CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse,
     NotController, CreatePartitionsResponse, AlterConfigsResponse, AlterReassignmentResponse,
+    CreateAclsResponse, DeleteAclsResponse,
 )
 _FROM_PEERS = (FetchRequest,)
 _ADMIN_REPLIES = (CreateTopicResponse, DeleteTopicResponse, ElectLeadersResponse, CreatePartitionsResponse,
-                  AlterConfigsResponse, AlterReassignmentResponse)
+                  AlterConfigsResponse, AlterReassignmentResponse, CreateAclsResponse, DeleteAclsResponse)
 LINK_CHECK_MS = 1000
 OFFSETS_FILE = "wrack-consumer-offsets.log"
 
@@ -653,7 +656,8 @@ class Node:
     # ------------------------------------------------------------ admin forwarding
     def forward_to_controller(self, msg: Any) -> asyncio.Future[Any]:
         """Send an admin request (CreateTopic, DeleteTopic, ElectLeaders, CreatePartitions,
-        AlterConfigs, AlterReassignment) to the controller; the future gets its response."""
+        AlterConfigs, AlterReassignment, Create/DeleteAcls) to the controller; the future gets
+        its response."""
         fut = asyncio.get_running_loop().create_future()
         self.admin_waiters[msg.correlation_id] = fut
         self.admin_pending[msg.correlation_id] = msg  # sent again if the controller moves

@@ -2,7 +2,7 @@
 
 One JSON object per line, appended and fsynced on every commit:
 ``{"g": group, "t": topic, "p": partition, "o": offset, "e": leader epoch, "m": metadata}``
-(``"o": null`` forgets the entry, e.g. when its topic is deleted). Loading replays the
+(``"o": null`` forgets the entry: its topic or group was deleted, or OffsetDelete). Loading replays the
 file; a torn last line (a crash mid-write) is dropped, any other bad line is bad input
 (`OffsetStoreError` names FILE:LINE). The file is rewritten (atomically) at startup when
 it holds many superseded lines.
@@ -104,6 +104,16 @@ class OffsetStore:
 
     def fetch(self, group: str) -> dict[tuple[str, int], Committed]:
         return self.groups.get(group, {})
+
+    def forget(self, group: str, partitions: list[tuple[str, int]] | None = None) -> None:
+        """Forget (durably) the group's offsets of `partitions`, or all of them
+        (DeleteGroups, OffsetDelete)."""
+        entries = self.groups.get(group, {})
+        gone = [tp for tp in (entries if partitions is None else partitions) if tp in entries]
+        if gone:
+            self.commit(group, dict.fromkeys(gone))
+        if not self.groups.get(group):
+            self.groups.pop(group, None)
 
     def forget_topic(self, topic: str) -> None:
         for group, entries in list(self.groups.items()):

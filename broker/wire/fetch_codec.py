@@ -1,4 +1,4 @@
-"""A hand-written encoder for Fetch responses (versions 4-15), the broker's hot path.
+"""A hand-written encoder for Fetch responses (versions 4-16), the broker's hot path.
 
 kio's generic writer copies the records into a BytesIO and walks every field in Python;
 this builds the small fixed parts with struct and joins them with the records once: one
@@ -18,6 +18,7 @@ _PART_HEAD = struct.Struct(">ihq")  # partition index, error code, high watermar
 _Q = struct.Struct(">q")
 _QQ = struct.Struct(">qq")
 _DIVERGING = struct.Struct(">iqB")  # epoch, end offset, no tagged fields
+_LEADER = struct.Struct(">iiB")  # leader id, leader epoch, no tagged fields
 _ZERO_UUID = bytes(16)
 
 
@@ -30,6 +31,7 @@ class PartitionData(NamedTuple):
     records: bytes | None
     diverging: tuple[int, int] | None = None  # (epoch, end offset), v12+
     aborted: list[tuple[int, int]] | None = None  # (producer id, first offset): read_committed
+    current_leader: tuple[int, int] | None = None  # (leader id, leader epoch), v12+ (KIP-951 fills it from v16)
 
 
 class TopicData(NamedTuple):
@@ -57,10 +59,36 @@ def _aborted(aborted: list[tuple[int, int]] | None, flexible: bool) -> bytes:
     return b"".join(out)
 
 
+class NodeEndpoint(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+def _compact_str(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    raw = s.encode("utf-8")
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _tagged(fields: list[tuple[int, bytes]]) -> bytes:
+    """A tagged-fields section: the count, then each (tag, size, payload)."""
+    return _uvarint(len(fields)) + b"".join(_uvarint(tag) + _uvarint(len(body)) + body for tag, body in fields)
+
+
+def _node_endpoints(nodes: list[NodeEndpoint]) -> bytes:
+    return _uvarint(len(nodes) + 1) + b"".join(
+        _I.pack(n.node_id) + _compact_str(n.host) + _I.pack(n.port) + _compact_str(n.rack) + b"\x00" for n in nodes)
+
+
 def encode_fetch_response(version: int, correlation_id: int, error_code: int, topics: list[TopicData],
-                          throttle_ms: int = 0, session_id: int = 0) -> bytes:
-    """Size prefix, response header and body of a Fetch response, as one bytes object."""
-    if not 4 <= version <= 15:
+                          throttle_ms: int = 0, session_id: int = 0, node_endpoints: list[NodeEndpoint] | None = None,
+                          ) -> bytes:
+    """Size prefix, response header and body of a Fetch response, as one bytes object;
+    `node_endpoints` (v16+, KIP-951): the leaders named in `current_leader` fields."""
+    if not 4 <= version <= 16:
         raise ValueError(f"Fetch v{version} is not encoded here")
     flexible = version >= 12
     parts: list[bytes] = [b"", _I.pack(correlation_id)]
@@ -93,14 +121,20 @@ def encode_fetch_response(version: int, correlation_id: int, error_code: int, to
                 parts.append(head)
                 parts.append(recs)
             if flexible:
-                if p.diverging is not None:
-                    body = _DIVERGING.pack(p.diverging[0], p.diverging[1], 0)
-                    parts.append(b"\x01\x00" + _uvarint(len(body)) + body)  # one tagged field: tag 0
-                else:
+                if p.diverging is None and p.current_leader is None:
                     parts.append(b"\x00")
+                else:
+                    tagged = []
+                    if p.diverging is not None:
+                        tagged.append((0, _DIVERGING.pack(p.diverging[0], p.diverging[1], 0)))
+                    if p.current_leader is not None:
+                        tagged.append((1, _LEADER.pack(p.current_leader[0], p.current_leader[1], 0)))
+                    parts.append(_tagged(tagged))
         if flexible:
             parts.append(b"\x00")
-    if flexible:
+    if version >= 16 and node_endpoints:
+        parts.append(_tagged([(0, _node_endpoints(node_endpoints))]))
+    elif flexible:
         parts.append(b"\x00")
     size = sum(len(x) for x in parts)
     parts[0] = _I.pack(size)

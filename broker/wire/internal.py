@@ -83,6 +83,10 @@ MESSAGES: tuple[type, ...] = (
     m.AlterConfigsResponse,
     m.AlterReassignmentRequest,
     m.AlterReassignmentResponse,
+    m.CreateAclsRequest,
+    m.CreateAclsResponse,
+    m.DeleteAclsRequest,
+    m.DeleteAclsResponse,
 )
 RECORDS: tuple[type, ...] = (
     md.RegisterBrokerRecord,
@@ -93,6 +97,8 @@ RECORDS: tuple[type, ...] = (
     md.RemoveTopicRecord,
     md.LeaderChangeRecord,
     md.ConfigRecord,
+    md.AccessControlEntryRecord,
+    md.RemoveAccessControlEntryRecord,
 )
 # Fields whose hint is too loose to derive a codec from.
 _OVERRIDES: dict[tuple[type, str], Any] = {

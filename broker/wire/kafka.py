@@ -54,21 +54,26 @@ ADD_OFFSETS_TO_TXN = 25
 END_TXN = 26
 WRITE_TXN_MARKERS = 27
 TXN_OFFSET_COMMIT = 28
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
 ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
+OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
 
 # What this broker implements: api key -> (min version, max version). ApiVersions
 # advertises exactly this, so clients negotiate down to it.
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 9),
-    FETCH: (4, 15),
+    FETCH: (4, 16),
     LIST_OFFSETS: (1, 7),
     METADATA: (1, 12),
     OFFSET_COMMIT: (2, 8),
@@ -99,6 +104,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ALTER_PARTITION_REASSIGNMENTS: (0, 1),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    DESCRIBE_ACLS: (1, 3),
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }
 
 _HEAD = struct.Struct(">hhi")

@@ -82,7 +82,7 @@ def test_api_versions_at_an_unknown_version_answers_v0_with_the_supported_list(b
 
 
 def test_a_version_beyond_ours_gets_unsupported_version_in_that_version(broker, client):
-    body = client.call(k.FETCH, 16, {"max_wait": 0, "min_bytes": 1, "topics": [], "forgotten_topics_data": []})
+    body = client.call(k.FETCH, 17, {"max_wait": 0, "min_bytes": 1, "topics": [], "forgotten_topics_data": []})
     assert body.error_code is E.unsupported_version
     md = client.call(k.METADATA, 13, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False,
                                       "include_topic_authorized_operations": False})

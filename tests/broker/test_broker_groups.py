@@ -99,10 +99,48 @@ def test_commits_check_membership_and_simple_commits_need_an_empty_group():
     assert gc.commit_error(0, "g", -1, "") is E.none
     a_id = join(gc, 0).last.member_id
     join(gc, 0, a_id)
-    assert gc.commit_error(1, "g", -1, "") is E.illegal_generation
+    assert gc.commit_error(1, "g", -1, "") is E.unknown_member_id  # an admin's commit, as Kafka answers it
     assert gc.commit_error(1, "g", 1, a_id) is E.none
     assert gc.commit_error(1, "g", 0, a_id) is E.illegal_generation
     assert gc.commit_error(1, "g", 1, "x") is E.unknown_member_id
+
+
+def subscription(*topics: str, version: int = 1) -> bytes:
+    """A ConsumerProtocolSubscription: version, topics, then (v1+) user data and more."""
+    out = version.to_bytes(2, "big") + len(topics).to_bytes(4, "big")
+    for t in topics:
+        out += len(t).to_bytes(2, "big") + t.encode()
+    return out + b"\xff\xff\xff\xff"  # null user data
+
+
+def test_delete_groups_and_offset_delete_follow_the_group_state():
+    gc = GroupCoordinator(initial_rebalance_delay_ms=0)
+    assert gc.delete_error("g", has_offsets=False) is E.group_id_not_found
+    assert gc.delete_error("g", has_offsets=True) is E.none  # known by its offsets (after a restart)
+    assert gc.offset_delete_scope("g", has_offsets=False) == (E.group_id_not_found, None)
+    assert gc.offset_delete_scope("g", has_offsets=True) == (E.none, frozenset())
+    assert gc.offset_delete_scope("", has_offsets=True) == (E.invalid_group_id, None)
+    a_id = join(gc, 0, protocols=(("range", subscription("t1", "t2")),)).last.member_id
+    join(gc, 0, a_id, protocols=(("range", subscription("t1", "t2")),))
+    assert gc.delete_error("g", has_offsets=False) is E.non_empty_group
+    assert gc.offset_delete_scope("g", has_offsets=True) == (E.none, frozenset({"t1", "t2"}))
+    gc.groups["g"].protocol_type = "connect"  # another protocol's members: the group is not empty
+    assert gc.offset_delete_scope("g", has_offsets=True) == (E.non_empty_group, None)
+    gc.groups["g"].protocol_type = "consumer"
+    gc.groups["g"].members[a_id].protocols = [("range", b"\x00")]  # does not parse: every topic is kept
+    assert gc.offset_delete_scope("g", has_offsets=True) == (E.none, None)
+    gc.leave(1, "g", [a_id])
+    assert gc.groups["g"].state == EMPTY and gc.delete_error("g", has_offsets=False) is E.none
+    gc.delete("g")
+    assert gc.describe("g") is None
+
+
+def test_subscription_topics_of_every_version():
+    from broker.server.groups import subscription_topics
+
+    for v in (0, 1, 2, 3):
+        assert subscription_topics(subscription("a", "bb", version=v)) == {"a", "bb"}
+    assert subscription_topics(b"") is None and subscription_topics(subscription("a")[:-6]) is None
 
 
 def test_bad_joins():

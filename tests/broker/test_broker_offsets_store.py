@@ -23,6 +23,21 @@ def test_commits_survive_a_reload_and_forgetting_a_topic(tmp_path):
     assert s2.fetch("other") == {}
 
 
+def test_forgetting_a_group_or_some_of_its_partitions_survives_a_reload(tmp_path):
+    s = OffsetStore(tmp_path / "o.log")
+    s.load()
+    s.commit("g", {("t", 0): Committed(5, 1, "m"), ("t", 1): Committed(6, 1, None)})
+    s.commit("h", {("t", 0): Committed(1, -1, None)})
+    s.forget("g", [("t", 1), ("never", 0)])  # OffsetDelete: an absent entry is no line
+    assert s.fetch("g") == {("t", 0): Committed(5, 1, "m")}
+    s.forget("h")  # DeleteGroups
+    assert "h" not in s.groups
+    s.close()
+    s2 = OffsetStore(tmp_path / "o.log")
+    s2.load()
+    assert s2.fetch("g") == {("t", 0): Committed(5, 1, "m")} and s2.fetch("h") == {}
+
+
 def test_a_torn_last_line_is_dropped_and_a_bad_middle_line_is_bad_input(tmp_path):
     p = tmp_path / "o.log"
     p.write_bytes(b'{"g":"g","t":"t","p":0,"o":3,"e":-1,"m":null}\n{"g":"g","t":"t","p":0,"o":4')
