@@ -2,8 +2,8 @@
 
 The suite's fixtures use an external broker when `KAFKA_URI=kafka://host:port` is set
 (`kafka_broker_factory` in its conftest: no JVM, no ZooKeeper), so it runs unchanged from
-a copy of `test/` in a temp dir (the tree is kept in ../shared/data/kafka-python-3.0.11:
-the PyPI sdist leaves parts of it out). `KAFKA_VERSION=3.7.0` is the version it tests as.
+a copy of `test/` in a temp dir (the tree is kept in the shared folder beside the
+checkout, as data/kafka-python-3.0.11: the PyPI sdist leaves parts of it out). `KAFKA_VERSION=3.7.0` is the version it tests as.
 
 The library is the one the suite belongs to: a venv under the cache dir holds the
 `compat` extra of pyproject.toml (kafka-python==3.0.11 with its codecs, pytest and the

@@ -9,7 +9,8 @@ message). `expected-failures.txt` lists the tests allowed to fail, one a line:
 
 `nodes` is `*` or a cluster size. `judge` splits failures into expected (with the file's
 reason) and unexpected (with the suite's message), and lists expected failures that now
-pass (so the file can be pruned). Only unexpected failures fail the job.
+pass (so the file can be pruned), except entries whose reason starts with "flaky" (they
+may pass). Only unexpected failures fail the job.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def judge(runs: list[SuiteRun], expected: list[Expectation]) -> Verdict:
             if c.outcome == FAILED:
                 failures.append(Failure(r.suite, r.nodes, c.test, reason or c.message or "failed",
                                         reason is not None))
-            elif c.outcome == PASSED and reason is not None:
+            elif c.outcome == PASSED and reason is not None and not reason.startswith("flaky"):
                 now_passing.append((r.suite, r.nodes, c.test))
     return Verdict(failures, now_passing)
 
