@@ -29,7 +29,7 @@ bench: setup
 compat: setup
 	$(PY) -m compat $(COMPAT_ARGS)
 
-# The part that fits CI (about 5 minutes on 2 cores once librdkafka is built).
+# The part that fits CI: about 2-3 minutes on 2 cores once librdkafka is built (the first build adds ~3).
 compat-quick: setup
 	$(PY) -m compat --quick $(COMPAT_ARGS)
 
