@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 WRACK := $(VENV)/bin/wrack
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench compat compat-quick clean
 
 setup:
 	@bash scripts/setup.sh
@@ -22,6 +22,16 @@ lint: setup
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Real clients' own test suites (kafka-python, Debian's librdkafka) against 1- and 3-node local
+# clusters; a table of passed/failed/skipped; fails only on a failure not in
+# compat/expected-failures.txt (docs/broker.md, "Compatibility"). COMPAT_ARGS: e.g. --json FILE.
+compat: setup
+	$(PY) -m compat $(COMPAT_ARGS)
+
+# The part that fits CI: about 2-3 minutes on 2 cores once librdkafka is built (the first build adds ~3).
+compat-quick: setup
+	$(PY) -m compat --quick $(COMPAT_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
