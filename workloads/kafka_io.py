@@ -19,6 +19,10 @@ With `transactional_id` (confluent only) the producer is transactional (KIP-98: 
 `begin()`, then sends and polls, then `commit()` (True: committed; False: aborted, definitely
 not committed; `ClientError`: unknown) or `abort()` make one transaction. A producer
 started with the transactional id of an earlier one fences it (its epoch is bumped).
+`fence()` does that to this object's own producer, as an application does whose abort
+timed out: a new producer takes the id (its InitProducerId aborts the open transaction,
+KIP-98) and the old one is abandoned, not closed, until `close()`: librdkafka keeps
+retrying what it had in flight (a zombie, which the partitions must fence).
 
 `open_sender(lib, bootstrap, acks=, timeout=, client_id=)` returns a `Sender`: one producer
 whose `send(topic, partition, value) -> offset` many threads call at once (asynchronous
@@ -122,14 +126,18 @@ class ConfluentIO:
             self._consumer_conf["isolation.level"] = "read_committed"
         self._producer: Any = None
         self._consumer: Any = None
+        self._zombies: list[Any] = []  # abandoned transactional producers (`fence`)
 
     @property
     def producer(self) -> Any:
+        return self._open_producer(self.timeout)
+
+    def _open_producer(self, init_timeout: float) -> Any:
         if self._producer is None:
             p = self._ck.Producer(self._producer_conf)
             if self.transactional_id is not None:
                 try:
-                    p.init_transactions(self.timeout)
+                    p.init_transactions(init_timeout)
                 except self._ck.KafkaException as e:
                     raise self._txn_error(e) from None
             self._producer = p
@@ -168,6 +176,17 @@ class ConfluentIO:
             self.producer.abort_transaction(self.timeout)
         except self._ck.KafkaException as e:
             raise self._txn_error(e) from None
+
+    def fence(self) -> None:
+        """Abandon the producer (still running, not purged: it keeps retrying what it had in
+        flight) and start a new one with the same transactional id, waiting up to twice the
+        timeout for its InitProducerId. When this returns, the abandoned producer's open
+        transaction is over at the coordinator: aborted, unless its commit had been asked
+        for. ClientError if the new producer could not be initialised."""
+        if self._producer is not None:
+            self._zombies.append(self._producer)
+            self._producer = None
+        self._open_producer(2 * self.timeout)
 
     @property
     def consumer(self) -> Any:
@@ -253,6 +272,13 @@ class ConfluentIO:
 
     def close(self) -> None:
         self._drop_producer()
+        for z in self._zombies:
+            try:
+                z.purge()
+                z.flush(0)
+            except self._ck.KafkaException:
+                pass
+        self._zombies.clear()
         if self._consumer is not None:
             try:
                 self._consumer.close()

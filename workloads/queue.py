@@ -22,7 +22,11 @@ Ops (docs/ARCHITECTURE.md's history vocabulary):
 - `txn` (with `txn_p` > 0, Jepsen's transactions) `[["send", key, v], ["poll"], ...]` ->
   ok with each micro-op's result as above, all in one Kafka transaction that committed;
   `fail` when it was aborted (nothing of it happened); `info` when the commit's outcome is
-  unknown. Transactional clients' producers take the transactional id of their thread
+  unknown. When a send gets no delivery report in time (or a micro-op fails and so does
+  the abort), the client gives its producer up as applications do with a stuck one: it
+  fences it (`KafkaIO.fence`: a new producer of the same transactional id, whose
+  InitProducerId aborts the transaction; the old one is abandoned, not closed, and keeps
+  retrying its send: a zombie) and the op is `fail`, as the commit was never asked for. Transactional clients' producers take the transactional id of their thread
   (`wrack-txn-t<thread>`), so a process that replaces one fences the one before (KIP-98),
   and their consumers read committed records only (every poll, txn or not).
 
@@ -342,6 +346,11 @@ class QueueClient:
                     out.append(["send", mop[1], [io.send(topic, part, mop[2]), mop[2]]])
                 else:
                     out.append(["poll", self._read(self.opts.poll_ms / 1000) if self.assigned else {}])
+        except ClientError as e:
+            if mop[0] == "send" and e.code is None:  # no delivery report in time: give the producer up
+                return self._txn_fenced(io, before, str(e))
+            return self._txn_failed(io, before, str(e), fence=True)
+        try:
             committed = io.commit()
         except ClientError as e:
             return self._txn_failed(io, before, str(e))
@@ -350,14 +359,31 @@ class QueueClient:
             return {"type": "fail", "error": "the transaction was aborted"}
         return {"type": "ok", "value": out}
 
-    def _txn_failed(self, io: Any, before: Mapping[tuple[str, int], int], error: str) -> dict[str, Any]:
-        """A micro-op or the commit failed: abort (then nothing happened: `fail`), or `info`."""
+    def _txn_failed(self, io: Any, before: Mapping[tuple[str, int], int], error: str,
+                    fence: bool = False) -> dict[str, Any]:
+        """A micro-op or the commit failed: abort (then nothing happened: `fail`), or `info`.
+        With `fence` (the commit was never asked for) an abort that fails is settled by
+        `_txn_fenced`."""
         try:
             io.abort()
         except ClientError as e:
-            return {"type": "info", "error": f"{error}; abort: {e}"}
+            if not fence:
+                return {"type": "info", "error": f"{error}; abort: {e}"}
+            return self._txn_fenced(io, before, f"{error}; abort: {e}")
         self._rollback(before)
         return {"type": "fail", "error": error}
+
+    def _txn_fenced(self, io: Any, before: Mapping[tuple[str, int], int], error: str) -> dict[str, Any]:
+        """Settle a transaction whose commit was never asked for as applications do when
+        their producer is stuck (KIP-98): a new producer of the same transactional id aborts
+        it, so nothing of it may ever be committed (`fail`); the old producer is abandoned,
+        still retrying its last send (a zombie, `KafkaIO.fence`). `info` if that fails."""
+        try:
+            io.fence()
+        except ClientError as e:
+            return {"type": "info", "error": f"{error}; fencing: {e}"}
+        self._rollback(before)
+        return {"type": "fail", "error": f"{error}; aborted by a new producer of the transactional id"}
 
     def _rollback(self, before: Mapping[tuple[str, int], int]) -> None:
         self.positions = dict(before)

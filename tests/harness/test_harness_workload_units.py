@@ -226,6 +226,56 @@ def test_queue_client_classifies_send_errors():
         assert out["type"] == t, code
 
 
+class TxnIO(MemoryIO):
+    """A transactional MemoryIO whose sends, abort, commit and fence fail on demand."""
+
+    def __init__(self, send_fails=False, abort_fails=False, commit_fails=False, fence_fails=False):
+        super().__init__()
+        self.fails = {"send": send_fails, "abort": abort_fails, "commit": commit_fails, "fence": fence_fails}
+        self.calls = []
+
+    def _call(self, name):
+        self.calls.append(name)
+        code = self.fails.get(name, False)
+        if code is not False:
+            raise ClientError(None if code is True else code, None, name)
+
+    def begin(self):
+        self._call("begin")
+
+    def send(self, topic, partition, value):
+        self._call("send")
+        return super().send(topic, partition, value)
+
+    def commit(self):
+        self._call("commit")
+        return True
+
+    def abort(self):
+        self._call("abort")
+
+    def fence(self):
+        self._call("fence")
+
+
+@pytest.mark.parametrize("fails, outcome, calls", [
+    ({"send_fails": 6}, "fail", ["begin", "send", "abort"]),
+    # the abort fails too: a new producer of the id aborts the transaction (never committed)
+    ({"send_fails": 6, "abort_fails": True}, "fail", ["begin", "send", "abort", "fence"]),
+    ({"send_fails": 6, "abort_fails": True, "fence_fails": True}, "info", ["begin", "send", "abort", "fence"]),
+    # no delivery report in time: the producer is given up at once (it keeps retrying: a zombie)
+    ({"send_fails": True}, "fail", ["begin", "send", "fence"]),
+    ({"send_fails": True, "fence_fails": True}, "info", ["begin", "send", "fence"]),
+    # the commit was asked for: its outcome stays unknown, no fencing settles it
+    ({"commit_fails": True, "abort_fails": True}, "info", ["begin", "send", "commit", "abort"]),
+])
+def test_a_txn_whose_abort_fails_is_settled_by_fencing_unless_committing(fails, outcome, calls):
+    io = TxnIO(**fails)
+    c = QueueClient(lambda acks: io, WorkloadOptions(txn_p=1.0))
+    out = c.invoke({"f": "txn", "value": [["send", "t-0", 1]]})
+    assert out["type"] == outcome and io.calls == calls, (out, io.calls)
+
+
 def test_log_workload_ops_and_reads():
     from workloads.log import LogClient
 
