@@ -19,9 +19,10 @@ class Safeguard:
     name: str
     rule: str
     bug: str
-    # The replication simulation (broker/sim) models what it guards, and the bug zoo
-    # (campaigns/bugzoo.yaml) has a cell for it. False: transactions, which neither models
-    # yet; a broker test on real processes shows the bug (docs/broker.md, Transactions).
+    # The replication simulation (broker/sim) models what it guards. False: transactions,
+    # which it does not model; a broker test on real processes shows the bug (docs/broker.md,
+    # Transactions). Every safeguard has a cell in the bug zoo (campaigns/bugzoo.yaml): under
+    # the default options, with txn ops (`txn_p`) for a transactional one.
     simulated: bool = True
 
 
