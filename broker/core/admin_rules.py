@@ -2,7 +2,7 @@
 metadata image: what a new topic or new partitions look like (placed, or a manual replica
 assignment), and which `ConfigRecord`s a config change writes. Each raises `AdminError`
 with Kafka's error code and a message saying why (KRaft's ReplicationControlManager and
-ConfigurationControlManager; docs/broker.md "Admin APIs").
+ConfigurationControlManager; docs/broker.md "Kafka APIs").
 """
 
 from __future__ import annotations

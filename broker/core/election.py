@@ -11,7 +11,7 @@ below min.insync.replicas; it is cleared, with LastKnownELR, once the ISR reache
 Without the `elr` safeguard the ISR never shrinks to empty (the Kafka 3.5 rule that
 produces Last Replica Standing).
 
-Reassignment (KRaft's PartitionReassignmentReplicas, docs/broker.md "Admin APIs"): a
+Reassignment (KRaft's PartitionReassignmentReplicas, docs/broker.md "Kafka APIs"): a
 partition being moved to a target replica list has `replicas` = the target followed by
 the replicas it drops, `adding_replicas` and `removing_replicas`. Every change completes
 the reassignment once its ISR holds every target replica: the dropped replicas leave the
