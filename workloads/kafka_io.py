@@ -12,7 +12,8 @@ kafka-python (the alternative), one producer + one consumer per process.
 - `poll(timeout, max_records) -> [(topic, partition, offset, value)]`, raising
   `ClientError` on a consumer error;
 - `high_watermark(topic, partition) -> int` (the next offset a consumer can read to);
-- `close()`.
+- `close()`; a closed client opens no producer or consumer again (`ClientError` CLOSED):
+  an op that outlived its test must not reach the next test's cluster.
 
 With `transactional_id` (confluent only) the producer is transactional (KIP-98: librdkafka's
 `transactional.id`, idempotent, acks=all) and the consumer reads committed records only;
@@ -127,6 +128,10 @@ class ConfluentIO:
         self._producer: Any = None
         self._consumer: Any = None
         self._zombies: list[Any] = []  # abandoned transactional producers (`fence`)
+        # set by close(): an op still running (the interpreter closes clients whose op
+        # outlived the run) opens nothing more, or its producer would outlive the test and
+        # talk to the next test's cluster, at the same addresses, under the same ids
+        self._closed = False
 
     @property
     def producer(self) -> Any:
@@ -134,12 +139,17 @@ class ConfluentIO:
 
     def _open_producer(self, init_timeout: float) -> Any:
         if self._producer is None:
+            if self._closed:
+                raise ClientError(None, "CLOSED", "the client was closed")
             p = self._ck.Producer(self._producer_conf)
             if self.transactional_id is not None:
                 try:
                     p.init_transactions(init_timeout)
                 except self._ck.KafkaException as e:
                     raise self._txn_error(e) from None
+            if self._closed:  # closed meanwhile
+                _discard(self._ck, p)
+                raise ClientError(None, "CLOSED", "the client was closed")
             self._producer = p
         return self._producer
 
@@ -186,11 +196,19 @@ class ConfluentIO:
         if self._producer is not None:
             self._zombies.append(self._producer)
             self._producer = None
+        if self._closed:
+            self._discard_zombies()
         self._open_producer(2 * self.timeout)
+
+    def _discard_zombies(self) -> None:
+        while self._zombies:
+            _discard(self._ck, self._zombies.pop())
 
     @property
     def consumer(self) -> Any:
         if self._consumer is None:
+            if self._closed:
+                raise ClientError(None, "CLOSED", "the client was closed")
             self._consumer = self._ck.Consumer(self._consumer_conf)
         return self._consumer
 
@@ -232,11 +250,7 @@ class ConfluentIO:
     def _drop_producer(self) -> None:
         """After an idempotent producer's fatal error: the next send makes a new one."""
         if self._producer is not None:
-            try:
-                self._producer.purge()
-                self._producer.flush(0)
-            except self._ck.KafkaException:  # a broken producer raises its fatal error again
-                pass
+            _discard(self._ck, self._producer)
             self._producer = None
 
     def assign(self, positions: Mapping[TP, int | None]) -> None:
@@ -271,20 +285,25 @@ class ConfluentIO:
         return int(high)
 
     def close(self) -> None:
+        self._closed = True
         self._drop_producer()
-        for z in self._zombies:
-            try:
-                z.purge()
-                z.flush(0)
-            except self._ck.KafkaException:
-                pass
-        self._zombies.clear()
+        self._discard_zombies()
         if self._consumer is not None:
             try:
                 self._consumer.close()
             except RuntimeError:
                 pass
             self._consumer = None
+
+
+def _discard(ck: Any, producer: Any) -> None:
+    """Purge a librdkafka producer (in flight too) and let it go (destroyed with its last
+    reference)."""
+    try:
+        producer.purge()
+        producer.flush(0)
+    except ck.KafkaException:  # a broken producer raises its fatal error again
+        pass
 
 
 class KafkaPythonIO:

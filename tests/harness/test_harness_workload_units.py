@@ -376,3 +376,15 @@ def test_the_recovery_probe_tries_a_key_again_after_an_indeterminate_send():
     ok = [e["value"][0][1] for e in hist if e["type"] == "ok"]
     assert sorted(ok) == ["q-0", "q-1", "q-2"]
     assert hist[-1]["time"] < 1e9, "the retry waits retry_s (0.25 s), not the time limit"
+
+
+def test_a_closed_confluent_client_opens_nothing_more():
+    """An op that outlives its test (the interpreter closes its client meanwhile) must not
+    open a producer or consumer, which would talk to the next test's cluster."""
+    from workloads.kafka_io import ConfluentIO
+
+    io = ConfluentIO("127.0.0.1:1", transactional_id="t", timeout=0.1)
+    io.close()
+    for use in (lambda: io.producer, lambda: io.consumer, io.fence):
+        with pytest.raises(ClientError, match="closed"):
+            use()
