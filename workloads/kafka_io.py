@@ -142,20 +142,29 @@ class ConfluentIO:
             if self._closed:
                 raise ClientError(None, "CLOSED", "the client was closed")
             p = self._ck.Producer(self._producer_conf)
+            err = None
             if self.transactional_id is not None:
                 try:
                     p.init_transactions(init_timeout)
                 except self._ck.KafkaException as e:
-                    raise self._txn_error(e) from None
-            if self._closed:  # closed meanwhile
+                    err = e.args[0]
+            if err is not None or self._closed:
+                # a producer whose InitProducerId did not finish keeps trying in the
+                # background: destroy it now (raised from the except block, it would be
+                # held by a frame/traceback cycle until a full garbage collection)
                 _discard(self._ck, p)
-                raise ClientError(None, "CLOSED", "the client was closed")
+                del p
+                if err is None:
+                    raise ClientError(None, "CLOSED", "the client was closed")
+                raise self._txn_error_of(err)
             self._producer = p
         return self._producer
 
     # ------------------------------------------------------------ transactions
     def _txn_error(self, e: Any) -> ClientError:
-        err = e.args[0]
+        return self._txn_error_of(e.args[0])
+
+    def _txn_error_of(self, err: Any) -> ClientError:
         if err.fatal():
             self._drop_producer()
         return ClientError(err.code(), err.name(), err.str())
@@ -228,6 +237,7 @@ class ConfluentIO:
             err = e.args[0]
             if err.fatal():
                 self._drop_producer()
+            p = None  # this frame and `e` make a cycle: it must not hold the producer
             raise ClientError(err.code(), err.name(), err.str()) from None
         deadline = time.monotonic() + self.timeout + 1.0
         while "err" not in box:
@@ -239,6 +249,7 @@ class ConfluentIO:
             except self._ck.KafkaException as e:  # a fatal error of the producer: this send's fate is unknown
                 if e.args[0].fatal():
                     self._drop_producer()
+                p = None  # as above
                 raise ClientError(None, "FATAL", e.args[0].str()) from None
         err = box["err"]
         if err is not None:
