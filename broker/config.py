@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -323,7 +323,10 @@ def topic_config_entries(s: BrokerSettings, topic_configs: Mapping[str, str]) ->
         if name in topic_configs:
             out[name] = ConfigEntry(name, topic_configs[name], ConfigSource.TOPIC_CONFIG, p.type.config_type, p.doc)
         else:
-            out[name] = _broker_entry(p, s, name)
+            e = _broker_entry(p, s, name)
+            # a topic has no unset value: "never" is Long.MAX_VALUE there (Kafka's flush.ms);
+            # clients set the values they read back (librdkafka 0092 refused a null)
+            out[name] = replace(e, value=str(props.LONG_MAX)) if e.value is None and p.never else e
     for name, value in topic_configs.items():  # none unless an older broker stored it
         out.setdefault(name, ConfigEntry(name, value, ConfigSource.TOPIC_CONFIG, ConfigType.STRING, ""))
     return out

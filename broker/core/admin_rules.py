@@ -137,20 +137,21 @@ def config_records(image: MetadataImage, resource_type: int, name: str, changes:
                    replace: bool) -> list[ConfigRecord]:
     """The ConfigRecords that apply `changes` to topic `name` (only the configs whose value
     changes). `replace` (legacy AlterConfigs): every current config not named is deleted.
-    INVALID_REQUEST (a key twice, no value, an unknown operation), INVALID_CONFIG (an
-    unknown key, a bad value, APPEND/SUBTRACT on a non-list), then
-    UNKNOWN_TOPIC_OR_PARTITION, in Kafka's order."""
+    INVALID_REQUEST (a key twice, no value, an unknown operation), UNKNOWN_TOPIC_OR_PARTITION,
+    then INVALID_CONFIG (an unknown key, a bad value, APPEND/SUBTRACT on a non-list), in
+    KRaft's order (its existence check comes before the validator: librdkafka 0081 expects
+    UNKNOWN_TOPIC_OR_PART for an unknown key on a topic that does not exist)."""
     if resource_type != TOPIC_RESOURCE:
         raise AdminError(E.invalid_request, f"Unexpected resource type {resource_type}")
     _check_well_formed(changes)
+    if name not in image.topics:
+        raise AdminError(E.unknown_topic_or_partition, f"No such topic as {name}")
     current: Mapping[str, str] = image.topics.get(name, {})
     wanted = {} if replace else dict(current)
     for c in changes:
         wanted[c.name] = _apply_op(c, wanted.get(c.name) if not replace else None)
         if wanted[c.name] is None:
             del wanted[c.name]
-    if name not in image.topics:
-        raise AdminError(E.unknown_topic_or_partition, f"No such topic as {name}")
     keys = sorted(set(current) | set(wanted))
     return [ConfigRecord(TOPIC_RESOURCE, name, k, wanted.get(k)) for k in keys if current.get(k) != wanted.get(k)]
 

@@ -1,6 +1,7 @@
 """The replica admin APIs: ElectLeaders and AlterPartitionReassignments (through the active
 controller, per partition), ListPartitionReassignments (from this broker's metadata) and
-DescribeLogDirs (this broker's logs: size and offset lag per partition).
+DescribeLogDirs (this broker's logs: size and offset lag per partition) and AlterReplicaLogDirs
+(only where a log already is: no moves between dirs).
 
 A request answers once the controller has committed its changes and, when it gave a
 timeout, once this broker's metadata shows them (the client's next request may come here).
@@ -43,7 +44,8 @@ def _by_topic(results: dict[TopicPartition, dict[str, Any]], order: list[str], n
 class ReplicaApis(ApiFamily):
     def apis(self) -> dict[int, Callable[[Req, Any], None]]:
         return {k.ELECT_LEADERS: self.elect_leaders, k.ALTER_PARTITION_REASSIGNMENTS: self.alter_reassignments,
-                k.LIST_PARTITION_REASSIGNMENTS: self.list_reassignments, k.DESCRIBE_LOG_DIRS: self.describe_log_dirs}
+                k.LIST_PARTITION_REASSIGNMENTS: self.list_reassignments, k.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
+                k.ALTER_REPLICA_LOG_DIRS: self.alter_replica_log_dirs}
 
     # ------------------------------------------------------------ ElectLeaders
     def elect_leaders(self, req: Req, body: Any) -> None:
@@ -163,3 +165,28 @@ class ReplicaApis(ApiFamily):
             results.append({"error_code": code, "log_dir": d, "total_bytes": total, "usable_bytes": usable,
                             "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]})
         req.reply({"throttle_time": 0, "error_code": E.none, "results": results})
+
+    # ------------------------------------------------------------ AlterReplicaLogDirs
+    def alter_replica_log_dirs(self, req: Req, body: Any) -> None:
+        """Per partition: LOG_DIR_NOT_FOUND for a dir that is not one of `log.dirs`,
+        REPLICA_NOT_AVAILABLE for a partition this broker holds no log of, NONE when its log
+        is already there (a no-op, as Kafka), and for a move to another dir
+        UNKNOWN_SERVER_ERROR: this broker does not move logs between dirs (no future replicas;
+        docs/broker.md "Known limits")."""
+        store = self.node.store
+        assert store is not None
+        results: dict[str, list[dict[str, Any]]] = {}
+        for d in body.dirs:
+            for t in d.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p)
+                    if d.path not in store.dirs:
+                        code = E.log_dir_not_found
+                    elif store.get(tp) is None:
+                        code = E.replica_not_available
+                    elif store.log_dir_of(tp) == d.path:
+                        code = E.none
+                    else:
+                        code = E.unknown_server_error
+                    results.setdefault(t.name, []).append({"partition_index": p, "error_code": code})
+        req.reply({"throttle_time": 0, "results": [{"topic_name": n, "partitions": ps} for n, ps in results.items()]})

@@ -362,8 +362,13 @@ class LogManager:
         """Nothing to do: every SegmentedLog this manager opens reports its appends (leader
         and follower) to the flush policy itself. Kept so the shell may call it."""
 
+    def _flush_ms(self, tp: TopicPartition) -> int | None:
+        """The time-based flush interval of `tp`'s log (its topic's `flush.ms`, else the broker's)."""
+        log = self._logs.get(tp)
+        return (log.config if log is not None else self.config).effective_flush_ms
+
     def _after_append(self, log: SegmentedLog, messages: int) -> None:
-        c = self.config
+        c = log.config  # the topic's flush.messages / flush.ms, else the broker's
         tp = log.tp
         if c.flush_interval_messages is not None:
             n = self._unflushed.get(tp, 0) + messages
@@ -383,9 +388,9 @@ class LogManager:
         if not self._started:
             return None
         ds = [self._next_rp_checkpoint, self._next_start_checkpoint, self._next_retention]
-        ms = self.config.effective_flush_ms
-        if ms is not None and self._dirty_since:
-            ds.append(min(self._dirty_since.values()) + ms)
+        for tp, since in self._dirty_since.items():
+            if (ms := self._flush_ms(tp)) is not None:
+                ds.append(since + ms)
         return min(ds)
 
     def flush_due(self, now_ms: int) -> None:
@@ -395,15 +400,14 @@ class LogManager:
         if not self._started:
             return
         c = self.config
-        ms = c.effective_flush_ms
-        if ms is not None:
-            for tp, since in list(self._dirty_since.items()):
-                if since + ms <= now_ms:
-                    del self._dirty_since[tp]
-                    self._unflushed[tp] = 0
-                    log = self._logs.get(tp)
-                    if log is not None:
-                        log.flush()
+        for tp, since in list(self._dirty_since.items()):
+            ms = self._flush_ms(tp)
+            if ms is not None and since + ms <= now_ms:
+                del self._dirty_since[tp]
+                self._unflushed[tp] = 0
+                log = self._logs.get(tp)
+                if log is not None:
+                    log.flush()
         # the next deadlines move before the writes: a write that fails (disk full) is
         # retried at the next interval, not in a loop
         if now_ms >= self._next_rp_checkpoint:

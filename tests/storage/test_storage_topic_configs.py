@@ -364,3 +364,25 @@ def test_retention_never_deletes_past_the_high_watermark(tmp_path):
     log.apply_retention(NOW)
     assert log.log_start_offset == log.segment_files()[-1][0]
     log.close()
+
+
+def test_flush_messages_and_flush_ms_are_honoured_per_topic(tmp_path):
+    """flush.messages / flush.ms set on a topic drive its logs' flushes (the broker's
+    policy elsewhere): librdkafka 0081/0092 set them through AlterConfigs."""
+    now = [0]
+    topics = {"synced": {"flush.messages": "1"}, "timed": {"flush.ms": "50"}}
+    m = LogManager([str(tmp_path)], StorageConfig(), logging.getLogger("test"), clock=lambda: now[0], wall_clock=lambda: NOW)
+    m.startup()
+    try:
+        m.attach(lambda t: topics.get(t, {}), lambda tp: 10**9)
+        synced, timed, plain = (m.get_or_create(TopicPartition(t, 0)) for t in ("synced", "timed", "plain"))
+        for log in (synced, timed, plain):
+            fill_keys(log, 1)
+        assert synced.recovery_point == synced.log_end_offset  # every message flushed at once
+        assert timed.recovery_point == 0 and plain.recovery_point == 0
+        assert m.next_flush_deadline() is not None and m.next_flush_deadline() <= 50
+        now[0] = 50
+        m.flush_due(50)
+        assert timed.recovery_point == timed.log_end_offset and plain.recovery_point == 0
+    finally:
+        m.close()
