@@ -243,6 +243,7 @@ class ConfluentIO:
         while "err" not in box:
             left = deadline - time.monotonic()
             if left <= 0:
+                p = None  # the exception's traceback keeps this frame: not the producer
                 raise ClientError(None, "TIMEOUT", f"no delivery report in {self.timeout + 1.0:g} s")
             try:
                 p.poll(min(left, 0.5))
