@@ -2,7 +2,8 @@
 polls commit (ok, with offsets and reads), the queue checker finds the history valid and
 every committed value is read back by a read_committed poll; a process that takes over the
 thread (same transactional id) fences the one before, whose next transaction does not
-commit."""
+commit; a txn whose send times out is settled by fencing (its producer left as a zombie),
+and no producer outlives the closed client."""
 
 from __future__ import annotations
 
@@ -84,3 +85,42 @@ class _Ctx:
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
         self.time = 0
+
+
+def test_a_txn_whose_send_times_out_is_fenced_and_nothing_outlives_the_client(fleet):
+    """The broker pauses under a txn's send: no delivery report in time, so the client gives
+    its producer up (a new one of the transactional id aborts the txn: `fail`, or `info` if
+    that too timed out) and the old one is left retrying; once the client is closed no
+    librdkafka producer is left (one would reach the next test's cluster, same addresses)."""
+    import gc
+    import signal
+    import threading
+    import time
+
+    import confluent_kafka as ck
+
+    b = fleet.single(extra={"group.initial.rebalance.delay.ms": "0"}).start()
+    opts = WorkloadOptions(topics=1, partitions=1, concurrency_threads=1, in_flight=0, txn_p=1.0, request_timeout=1.0)
+    wl = QueueWorkload(opts)
+    create_topics(b.bootstrap, wl.topics(), replication_factor=1)
+    k = wl.keys[0]
+    c = wl.client(0, 0, b.bootstrap)
+    try:
+        assert c.invoke({"f": "assign", "value": [k]})["type"] == "ok"
+        assert c.invoke({"f": "txn", "value": [["send", k, 1]]})["type"] == "ok"
+        b.signal(signal.SIGSTOP)
+        threading.Timer(2.8, b.signal, (signal.SIGCONT,)).start()
+        out = c.invoke({"f": "txn", "value": [["send", k, 2]]})
+        assert out["type"] in ("fail", "info") and out["error"].startswith("TIMEOUT"), out
+        if out["type"] == "fail":
+            assert "aborted by a new producer" in out["error"], out
+            # paused longer than the new producer's InitProducerId may take: info
+            b.signal(signal.SIGSTOP)
+            threading.Timer(5.0, b.signal, (signal.SIGCONT,)).start()
+            out = c.invoke({"f": "txn", "value": [["send", k, 4]]})
+            assert out["type"] == "info" and "fencing" in out["error"], out
+    finally:
+        b.signal(signal.SIGCONT)
+        c.close()
+    time.sleep(0.5)
+    assert not [o for o in gc.get_objects() if isinstance(o, ck.Producer)]
