@@ -82,14 +82,14 @@ def run_suite(suite: str, nodes: int, tool: Path, args: argparse.Namespace, logs
         return on_cluster(nodes, {}, logs, lambda bs: kafka_python.run(
             tool, bs, nodes, logs, timeout=30 if args.quick else 60, select=tests))
     numbers = tests or (QUICK_LIBRDKAFKA if args.quick else None)
-    run = on_cluster(nodes, {}, logs, lambda bs: librdkafka.run(tool, bs, nodes, logs, jobs=args.jobs,
-                                                                numbers=numbers))
+    run = on_cluster(nodes, librdkafka.SUITE_SETTINGS, logs, lambda bs: librdkafka.run(
+        tool, bs, nodes, logs, jobs=args.jobs, numbers=numbers))
     for scenario, settings in librdkafka.SCENARIOS.items():
         waiting = {c.test for c in run.cases if c.message == f"scenario {scenario}"}
         if not waiting:
             continue
         print(f"compat: {suite} against {nodes} node(s), scenario {scenario}", flush=True)
-        more = on_cluster(nodes, settings, logs / scenario, lambda bs, sc=scenario, w=waiting: librdkafka.run(
+        more = on_cluster(nodes, {**librdkafka.SUITE_SETTINGS, **settings}, logs / scenario, lambda bs, sc=scenario, w=waiting: librdkafka.run(
             tool, bs, nodes, logs / sc, jobs=args.jobs, numbers=sorted({t[:4] for t in w}), scenario=sc))
         ran = {c.test: c for c in more.cases if c.test in waiting}
         run.cases = [ran.get(c.test, c) for c in run.cases]

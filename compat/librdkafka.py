@@ -37,6 +37,11 @@ LEFT_OUT = "Filtered due to negative test flags"  # local-only or sockem tests (
 OTHER_SCENARIO = "needs another test scenario"  # the runner's silent skip
 # The broker settings of the scenarios other than "default" (tests/scenarios/*.json).
 SCENARIOS = {"noautocreate": {"auto.create.topics.enable": "false"}}
+# What the suite's own clusters have that kafka-python's test config changes: Kafka's default
+# initial rebalance delay. With 0, the second of two consumers created together may find
+# the first alone in a generation, waiting for its application to take the assignment, and
+# the rebalance then waits for a consumer the test does not poll (0118, 0089: flaky at 0).
+SUITE_SETTINGS = {"group.initial.rebalance.delay.ms": "3000"}
 
 
 # ---------------------------------------------------------------- preparing
