@@ -137,12 +137,14 @@ def config_records(image: MetadataImage, resource_type: int, name: str, changes:
                    replace: bool) -> list[ConfigRecord]:
     """The ConfigRecords that apply `changes` to topic `name` (only the configs whose value
     changes). `replace` (legacy AlterConfigs): every current config not named is deleted.
-    INVALID_REQUEST (a key twice, no value, an unknown operation), UNKNOWN_TOPIC_OR_PARTITION,
+    INVALID_REQUEST (a key twice in IncrementalAlterConfigs, no value, an unknown operation), UNKNOWN_TOPIC_OR_PARTITION,
     then INVALID_CONFIG (an unknown key, a bad value, APPEND/SUBTRACT on a non-list), in
     KRaft's order (its existence check comes before the validator: librdkafka 0081 expects
     UNKNOWN_TOPIC_OR_PART for an unknown key on a topic that does not exist)."""
     if resource_type != TOPIC_RESOURCE:
         raise AdminError(E.invalid_request, f"Unexpected resource type {resource_type}")
+    if replace:  # legacy AlterConfigs: a key given twice takes its last value, as Kafka's
+        changes = tuple({c.name: c for c in changes}.values())
     _check_well_formed(changes)
     if name not in image.topics:
         raise AdminError(E.unknown_topic_or_partition, f"No such topic as {name}")

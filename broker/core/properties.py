@@ -295,8 +295,10 @@ B, S, T = frozenset({Scope.BROKER}), frozenset({Scope.STORAGE}), frozenset({Scop
 ST = frozenset({Scope.STORAGE, Scope.TOPIC})  # read by the storage engine, per topic
 
 
-def _ignored(name: str, doc: str, default: str | None = None, topic_name: str | None = None) -> Property:
-    return Property(name, STRING, default, B, doc, topic_name=topic_name, ignored=True)
+def _ignored(name: str, doc: str, default: str | None = None, topic_name: str | None = None,
+             on_topics: bool = False) -> Property:
+    """A Kafka knob accepted without effect; `on_topics`: also settable (and ignored) per topic."""
+    return Property(name, STRING, default, T if on_topics else B, doc, topic_name=topic_name, ignored=True)
 
 
 PROPERTIES: tuple[Property, ...] = (
@@ -463,6 +465,8 @@ PROPERTIES: tuple[Property, ...] = (
     _ignored("socket.receive.buffer.bytes", "Kernel defaults apply."),
     _ignored("offsets.topic.replication.factor", "No __consumer_offsets topic: offsets are stored per coordinator."),
     _ignored("log.cleaner.enable", "The cleaner always runs for compacted topics."),
+    _ignored("log.message.format.version", "Deprecated: Kafka 3.x ignores it (record format v2 always); "
+             "topics may set `message.format.version` too.", "3.0-IV1", "message.format.version", on_topics=True),
     _ignored("zookeeper.connect", "KRaft only."),
     _ignored("group.coordinator.rebalance.protocols", "The classic group protocol only."),
     _ignored("eligible.leader.replicas.enable", "ELR is a safeguard here (`wrack.safeguards.off=elr`)."),

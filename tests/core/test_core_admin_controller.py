@@ -205,6 +205,19 @@ def test_legacy_alter_configs_replaces_the_whole_set():
     assert k.c.image.topics["t"] == {"unclean.recovery.strategy": "proactive"}
 
 
+def test_unknown_topic_comes_before_unknown_keys_and_legacy_duplicates_take_the_last_value():
+    """KRaft checks the topic exists before validating its keys (librdkafka 0081); a legacy
+    AlterConfigs that names a key twice (librdkafka sets back what it read, then the
+    change) takes the last value, IncrementalAlterConfigs refuses it."""
+    k = Cluster()
+    k.create()
+    assert k.alter_configs(ConfigChange("no.such", CONFIG_SET, "1"), name="nope").error is E.unknown_topic_or_partition
+    twice = (ConfigChange("min.insync.replicas", CONFIG_SET, "1"), ConfigChange("min.insync.replicas", CONFIG_SET, "2"))
+    assert k.alter_configs(*twice, replace=True).error is E.none
+    assert k.c.image.topics["t"] == {"min.insync.replicas": "2"}
+    assert k.alter_configs(*twice).error is E.invalid_request
+
+
 def test_enabling_unclean_election_elects_a_leaderless_partition():
     k = Cluster(brokers=(1, 2))
     k.create(rf=2, configs=[("min.insync.replicas", "1")])
