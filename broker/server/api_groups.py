@@ -41,7 +41,11 @@ class GroupApis(ApiFamily):
 
     def find_coordinator(self, req: Req, body: Any) -> None:
         """A group's coordinator (key type 0; api_txn.py answers transactional ids)."""
-        node_id = self._coordinator(body.key)
+        self.reply_coordinator(req, self._coordinator(body.key))
+
+    def reply_coordinator(self, req: Req, node_id: int) -> None:
+        """FindCoordinator's answer naming `node_id` (-1: none), COORDINATOR_NOT_AVAILABLE
+        when it has no endpoint on the request's listener or is not usable."""
         ep = self._endpoint(node_id, req.conn.listener) if node_id >= 0 else None
         if ep is None or not self.image.is_usable(node_id):
             req.reply({"throttle_time": 0, "error_code": E.coordinator_not_available, "error_message": None,

@@ -60,14 +60,7 @@ class TxnApis(ApiFamily):
         if getattr(body, "key_type", 0) != 1:
             self.groups.find_coordinator(req, body)
             return
-        node_id = self.coordinator.find(body.key)
-        ep = self._endpoint(node_id, req.conn.listener) if node_id >= 0 else None
-        if ep is None or not self.image.is_usable(node_id):
-            req.reply({"throttle_time": 0, "error_code": E.coordinator_not_available, "error_message": None,
-                       "node_id": -1, "host": "", "port": -1})
-            return
-        req.reply({"throttle_time": 0, "error_code": E.none, "error_message": None, "node_id": node_id,
-                   "host": ep.host, "port": ep.port})
+        self.groups.reply_coordinator(req, self.coordinator.find(body.key))
 
     # ------------------------------------------------------------ coordinator requests
     def init_producer_id(self, req: Req, body: Any) -> None:
