@@ -155,6 +155,14 @@ class _Parked:
     deadline: int
 
 
+@dataclass(slots=True)
+class _InFlightAlter:
+    """An AlterPartition request sent and not yet answered, and when it last went out."""
+
+    request: AlterPartitionRequest
+    sent_at: int
+
+
 class Broker:
     """One broker's protocol state (all its partitions)."""
 
@@ -194,8 +202,7 @@ class Broker:
         # Kafka's AlterPartitionManager over its own controller channel: one request per
         # partition in flight until answered (sent again, unchanged, after every disconnect,
         # also when the partition has moved on since), a newer proposal queued behind it
-        self._alter_inflight: dict[TopicPartition, AlterPartitionRequest] = {}
-        self._alter_sent_at: dict[TopicPartition, int] = {}  # sent again after the request timeout
+        self._alter_inflight: dict[TopicPartition, _InFlightAlter] = {}
         self._alter_queued: dict[TopicPartition, AlterPartitionRequest] = {}
 
     def _id(self) -> int:
@@ -265,38 +272,36 @@ class Broker:
         """The link that carries AlterPartition broke (its own, as Kafka's alter-partition
         channel): every unanswered request again, unchanged, whatever the partition did since."""
         acts = Actions()
-        for tp, req in self._alter_inflight.items():
-            self._alter_sent_at[tp] = now
-            acts.send(self.config.controller_id, req)
+        for f in self._alter_inflight.values():
+            f.sent_at = now
+            acts.send(self.config.controller_id, f.request)
         return acts
 
     def _resend_timed_out_alters(self, now: int, acts: Actions) -> None:
         """An unanswered request is sent again after the request timeout (Kafka's network
         client disconnects then, and the channel sends it again)."""
-        for tp, req in self._alter_inflight.items():
-            if now - self._alter_sent_at.get(tp, now) >= self.config.request_timeout_ms:
-                self._alter_sent_at[tp] = now
-                acts.send(self.config.controller_id, req)
+        for f in self._alter_inflight.values():
+            if now - f.sent_at >= self.config.request_timeout_ms:
+                f.sent_at = now
+                acts.send(self.config.controller_id, f.request)
 
     def _send_alter(self, req: AlterPartitionRequest, now: int, acts: Actions) -> None:
         """Send `req` unless another request of its partition is in flight (then it waits
         for that answer; a newer proposal replaces a queued one)."""
         cur = self._alter_inflight.get(req.tp)
-        if cur is not None and cur.correlation_id != req.correlation_id:
+        if cur is not None and cur.request.correlation_id != req.correlation_id:
             self._alter_queued[req.tp] = req
             return
-        self._alter_inflight[req.tp] = req
-        self._alter_sent_at[req.tp] = now
+        self._alter_inflight[req.tp] = _InFlightAlter(req, now)
         acts.send(self.config.controller_id, req)
 
     def _alter_answered(self, msg: AlterPartitionResponse, now: int, acts: Actions) -> None:
         """The in-flight request of `msg.tp` is answered: send the queued one if its replica
         still waits for it."""
         cur = self._alter_inflight.get(msg.tp)
-        if cur is None or cur.correlation_id != msg.correlation_id:
+        if cur is None or cur.request.correlation_id != msg.correlation_id:
             return
         del self._alter_inflight[msg.tp]
-        self._alter_sent_at.pop(msg.tp, None)
         nxt = self._alter_queued.pop(msg.tp, None)
         r = self.partitions.get(msg.tp)
         if nxt is not None and r is not None and r.pending_alter is not None and r.pending_alter.correlation_id == nxt.correlation_id:
@@ -387,7 +392,7 @@ class Broker:
             if f.correlation_id >= 0:
                 ds.append(f.sent_at + c.request_timeout_ms)
         ds.extend(p.deadline for p in self._parked)
-        ds.extend(t + c.request_timeout_ms for t in self._alter_sent_at.values())
+        ds.extend(f.sent_at + c.request_timeout_ms for f in self._alter_inflight.values())
         for r in self.partitions.values():
             if r.role == LEADER:
                 if (d := r.alter_deadline(c.request_timeout_ms)) is not None:
@@ -508,7 +513,6 @@ class Broker:
             acts.send(client, resp)
         self._hwm_checkpoint.pop(tp, None)
         self._alter_inflight.pop(tp, None)
-        self._alter_sent_at.pop(tp, None)
         self._alter_queued.pop(tp, None)
         acts.other.append(DeletePartitionLog(tp, topic_deleted))
         self._wake_parked(now, acts, {tp})
