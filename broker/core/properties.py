@@ -428,9 +428,9 @@ PROPERTIES: tuple[Property, ...] = (
     # ---- storage (broker/storage, docs/broker-storage.md)
     Property("log.segment.bytes", _integer(14, INT_MAX), "1073741824", ST, "A segment rolls when an append would take it past this.",
        field="segment_bytes", topic_name="segment.bytes"),
-    Property("log.index.interval.bytes", NON_NEGATIVE, "4096", S, "Bytes appended between two offset-index entries.",
+    Property("log.index.interval.bytes", NON_NEGATIVE, "4096", ST, "Bytes appended between two offset-index entries.",
        field="index_interval_bytes", topic_name="index.interval.bytes"),
-    Property("log.index.size.max.bytes", _integer(8, INT_MAX), "10485760", S, "Size of a segment's index; a full index rolls the segment.",
+    Property("log.index.size.max.bytes", _integer(8, INT_MAX), "10485760", ST, "Size of a segment's index; a full index rolls the segment.",
        field="index_max_bytes", topic_name="segment.index.bytes"),
     Property("log.flush.interval.messages", POSITIVE_LONG, str(LONG_MAX), ST,
        "Flush (fdatasync) once this many messages are unflushed; 1: every write.",

@@ -26,7 +26,8 @@ from broker.wire import kafka as k
 
 E = ErrorCode
 BROKER_RESOURCE = 4
-FLUSH_POLICY = "wrack.flush.policy"  # a read-only DescribeConfigs line, not a property
+FLUSH_POLICY = "wrack.flush.policy"  # a read-only line of a broker's DescribeConfigs, not a property
+# (not a topic's: clients set back every line they read with the legacy AlterConfigs, librdkafka 0092)
 METADATA_WAIT_S = 5.0  # how long an AlterConfigs answer waits for this broker's metadata to show the change
 
 
@@ -67,9 +68,9 @@ class ConfigApis(ApiFamily):
             if err is not None:
                 return {}, err
             entries = broker_config_entries(self.s)
+            entries[FLUSH_POLICY] = self._flush_policy()
         else:
             return {}, {"error_code": E.invalid_request, "error_message": f"resource type {resource_type} is not supported"}
-        entries[FLUSH_POLICY] = self._flush_policy()
         return entries, None
 
     def _broker_name_error(self, name: str) -> dict[str, Any] | None:

@@ -212,12 +212,14 @@ def test_topic_configs_are_the_topic_scope():
     assert props.topic_value("cleanup.policy", "delete, compact") == "compact,delete"
     for key, value in (("retention.ms", "1000"), ("retention.bytes", "-1"), ("segment.bytes", "1048576"),
                        ("max.message.bytes", "1000"), ("compression.type", "zstd"), ("delete.retention.ms", "0"),
-                       ("message.timestamp.type", "LogAppendTime")):
+                       ("message.timestamp.type", "LogAppendTime"), ("index.interval.bytes", "0"),
+                       ("segment.index.bytes", "4096")):
         assert props.topic_value(key, value) == value  # issue 16: the configs Kafka users set
     for key, value, msg in (("min.insync.replicas", "0", "min.insync.replicas: must be at least 1"),
                             ("unclean.recovery.strategy", "eager", "unclean.recovery.strategy: expected one of balanced"),
                             ("wrack.safeguards.off", "bogus", "unknown safeguard 'bogus'"),
-                            ("index.interval.bytes", "1000", "unknown topic config 'index.interval.bytes'"),  # read-only on topics
+                            ("index.interval.bytes", "-1", "index.interval.bytes: must be at least 0"),
+                            ("segment.index.bytes", "7", "segment.index.bytes: must be at least 8"),
                             ("cleanup.policy", "shred", "cleanup.policy: expected delete, compact or both"),
                             ("compression.type", "brotli", "compression.type: expected one of producer"),
                             ("bogus", "1", "unknown topic config 'bogus'")):

@@ -386,3 +386,20 @@ def test_flush_messages_and_flush_ms_are_honoured_per_topic(tmp_path):
         assert timed.recovery_point == timed.log_end_offset and plain.recovery_point == 0
     finally:
         m.close()
+
+
+def test_index_interval_and_index_size_are_honoured_per_topic(tmp_path):
+    """index.interval.bytes and segment.index.bytes set on a topic (librdkafka 0092 sets
+    back every config it read): an entry per batch at interval 0, and a segment that rolls
+    when its index of 16 bytes (two entries) is full."""
+    cfg = StorageConfig(segment_bytes=10**6, index_interval_bytes=10**6).for_topic(
+        {"index.interval.bytes": "0", "segment.index.bytes": "16"})
+    assert (cfg.index_interval_bytes, cfg.index_max_bytes) == (0, 16)
+    log = open_log(str(tmp_path), cfg)
+    for _ in range(6):
+        log.append_as_leader(encode_batch([b"x" * 40], timestamp=NOW), 0)
+    segments = log.segment_files()
+    assert len(segments) == 3, segments  # two batches, two index entries, then a roll
+    assert [s[0] for s in segments] == [0, 2, 4]
+    assert [r.offset for r in records_of(log)] == list(range(6))
+    log.close()
