@@ -302,26 +302,48 @@ def _broker_entry(p: Property, s: BrokerSettings, name: str) -> ConfigEntry:
                        p.type.config_type, p.doc)
 
 
-def broker_config_entries(s: BrokerSettings) -> dict[str, ConfigEntry]:
+def _entry(key: str, value: str | None, source: ConfigSource) -> ConfigEntry:
+    """A DescribeConfigs line of a config given by name (the table's type and doc if known)."""
+    p = props.lookup(key)
+    return ConfigEntry(key, value, source, p.type.config_type if p else ConfigType.STRING, p.doc if p else "")
+
+
+def dynamic_config_entries(configs: Mapping[str, str], source: ConfigSource) -> dict[str, ConfigEntry]:
+    """DescribeConfigs lines of dynamic broker configs (DYNAMIC_BROKER_CONFIG for a broker's
+    own, DYNAMIC_DEFAULT_BROKER_CONFIG for the cluster-wide defaults)."""
+    return {key: _entry(key, value, source) for key, value in configs.items()}
+
+
+def broker_config_entries(s: BrokerSettings, cluster_dynamic: Mapping[str, str] | None = None,
+                          broker_dynamic: Mapping[str, str] | None = None) -> dict[str, ConfigEntry]:
     """A broker's DescribeConfigs: every broker and storage property of the table (from
-    the properties given: STATIC_BROKER_CONFIG, else DEFAULT_CONFIG), and every other
-    property given (an alias, an ignored or an unknown one) with its text."""
+    the properties given: STATIC_BROKER_CONFIG, else DEFAULT_CONFIG), every other property
+    given (an alias, an ignored or an unknown one) with its text, and over them the dynamic
+    configs: the cluster-wide defaults, then this broker's own."""
     out = {p.name: _broker_entry(p, s, p.name) for p in props.PROPERTIES if not p.ignored}
     for key, value in s.raw.items():
         if key not in out:
-            p = props.lookup(key)
-            out[key] = ConfigEntry(key, value, ConfigSource.STATIC_BROKER_CONFIG,
-                                   p.type.config_type if p else ConfigType.STRING, p.doc if p else "")
+            out[key] = _entry(key, value, ConfigSource.STATIC_BROKER_CONFIG)
+    out.update(dynamic_config_entries(cluster_dynamic or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    out.update(dynamic_config_entries(broker_dynamic or {}, ConfigSource.DYNAMIC_BROKER_CONFIG))
     return out
 
 
-def topic_config_entries(s: BrokerSettings, topic_configs: Mapping[str, str]) -> dict[str, ConfigEntry]:
+def topic_config_entries(s: BrokerSettings, topic_configs: Mapping[str, str], cluster_dynamic: Mapping[str, str] | None = None,
+                         broker_dynamic: Mapping[str, str] | None = None) -> dict[str, ConfigEntry]:
     """A topic's DescribeConfigs: every property with a topic name, set on the topic
-    (TOPIC_CONFIG), or else the broker's (STATIC_BROKER_CONFIG or DEFAULT_CONFIG)."""
+    (TOPIC_CONFIG), or else the broker's: its dynamic config (DYNAMIC_BROKER_CONFIG), the
+    cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG), or its static one
+    (STATIC_BROKER_CONFIG or DEFAULT_CONFIG)."""
     out = {}
+    dynamic = [(broker_dynamic or {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
+               (cluster_dynamic or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
     for name, p in props.BY_TOPIC_NAME.items():
         if name in topic_configs:
             out[name] = ConfigEntry(name, topic_configs[name], ConfigSource.TOPIC_CONFIG, p.type.config_type, p.doc)
+        elif any(p.name in configs for configs, _ in dynamic):
+            configs, source = next((c, src) for c, src in dynamic if p.name in c)
+            out[name] = ConfigEntry(name, configs[p.name], source, p.type.config_type, p.doc)
         else:
             e = _broker_entry(p, s, name)
             # a topic has no unset value: "never" is Long.MAX_VALUE there (Kafka's flush.ms);

@@ -19,9 +19,16 @@ from broker.core.messages import (
     ConfigChange,
     TopicPartition,
 )
-from broker.core.metadata import TOPIC_RESOURCE, ConfigRecord, MetadataImage, PartitionRegistration
+from broker.core.metadata import (
+    BROKER_RESOURCE,
+    CLUSTER_DEFAULT,
+    TOPIC_RESOURCE,
+    ConfigRecord,
+    MetadataImage,
+    PartitionRegistration,
+)
 from broker.core.placement import PlacementError, assign_replicas
-from broker.core.properties import BY_TOPIC_NAME, ConfigType, topic_value
+from broker.core.properties import BY_TOPIC_NAME, ConfigType, Dynamic, dynamic, lookup, topic_value
 
 E = ErrorCode
 
@@ -135,27 +142,51 @@ def new_topic_configs(configs: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def config_records(image: MetadataImage, resource_type: int, name: str, changes: tuple[ConfigChange, ...],
                    replace: bool) -> list[ConfigRecord]:
-    """The ConfigRecords that apply `changes` to topic `name` (only the configs whose value
-    changes). `replace` (legacy AlterConfigs): every current config not named is deleted.
+    """The ConfigRecords that apply `changes` to topic `name`, or to the dynamic configs of
+    broker `name` ("": the cluster-wide default; `_check_broker_changes`), only the configs
+    whose value changes. `replace` (legacy AlterConfigs): every current config not named is deleted.
     INVALID_REQUEST (a key twice in IncrementalAlterConfigs, no value, an unknown operation), UNKNOWN_TOPIC_OR_PARTITION,
     then INVALID_CONFIG (an unknown key, a bad value, APPEND/SUBTRACT on a non-list), in
     KRaft's order (its existence check comes before the validator: librdkafka 0081 expects
     UNKNOWN_TOPIC_OR_PART for an unknown key on a topic that does not exist)."""
-    if resource_type != TOPIC_RESOURCE:
+    if resource_type not in (TOPIC_RESOURCE, BROKER_RESOURCE):
         raise AdminError(E.invalid_request, f"Unexpected resource type {resource_type}")
     if replace:  # legacy AlterConfigs: a key given twice takes its last value, as Kafka's
         changes = tuple({c.name: c for c in changes}.values())
     _check_well_formed(changes)
-    if name not in image.topics:
+    if resource_type == BROKER_RESOURCE:
+        _check_broker_changes(name, changes)
+        current: Mapping[str, str] = image.broker_configs.get(name, {})
+    elif name not in image.topics:
         raise AdminError(E.unknown_topic_or_partition, f"No such topic as {name}")
-    current: Mapping[str, str] = image.topics.get(name, {})
+    else:
+        current = image.topics.get(name, {})
     wanted = {} if replace else dict(current)
     for c in changes:
-        wanted[c.name] = _apply_op(c, wanted.get(c.name) if not replace else None)
+        wanted[c.name] = _apply_op(c, wanted.get(c.name) if not replace else None, topic=resource_type == TOPIC_RESOURCE)
         if wanted[c.name] is None:
             del wanted[c.name]
     keys = sorted(set(current) | set(wanted))
-    return [ConfigRecord(TOPIC_RESOURCE, name, k, wanted.get(k)) for k in keys if current.get(k) != wanted.get(k)]
+    return [ConfigRecord(resource_type, name, k, wanted.get(k)) for k in keys if current.get(k) != wanted.get(k)]
+
+
+def _check_broker_changes(name: str, changes: tuple[ConfigChange, ...]) -> None:
+    """Kafka's rules for dynamic broker configs (DynamicBrokerConfig, KRaft's
+    ControllerConfigurationValidator): a broker id or "" (the cluster-wide default) as the
+    name; read-only configs, per-broker ones at the cluster level, and any listener change
+    are INVALID_REQUEST."""
+    if name != CLUSTER_DEFAULT and not name.isdigit():
+        raise AdminError(E.invalid_request, f"Invalid broker name {name}")
+    read_only = sorted(c.name for c in changes if dynamic(c.name) is None)
+    if read_only:
+        raise AdminError(E.invalid_request, f"Cannot update these configs dynamically: {', '.join(read_only)}")
+    per_broker = sorted(c.name for c in changes if dynamic(c.name) == Dynamic.PER_BROKER)
+    if per_broker and name == CLUSTER_DEFAULT:
+        raise AdminError(E.invalid_request, "Cannot update these configs at default cluster level, broker id must be "
+                                            f"specified: {', '.join(per_broker)}")
+    if per_broker:  # the per-broker ones are the listeners (LISTENER_PROPERTIES)
+        raise AdminError(E.invalid_request,
+                         "Dynamic reconfiguration of listeners is not yet supported when using a Raft-based metadata quorum")
 
 
 def _check_well_formed(changes: tuple[ConfigChange, ...]) -> None:
@@ -170,30 +201,35 @@ def _check_well_formed(changes: tuple[ConfigChange, ...]) -> None:
         raise AdminError(E.invalid_request, f"Unknown operations type {bad[0].operation}")
 
 
-def _apply_op(c: ConfigChange, current: str | None) -> str | None:
-    """The value after one operation (normalised), None when deleted."""
-    p = BY_TOPIC_NAME.get(c.name)
-    if p is None or not p.settable_on_topics:
+def _apply_op(c: ConfigChange, current: str | None, topic: bool = True) -> str | None:
+    """The value after one operation (normalised), None when deleted; a topic's config
+    (`topic`), else a dynamic broker config (checked by `_check_broker_changes`)."""
+    p = BY_TOPIC_NAME.get(c.name) if topic else lookup(c.name)
+    if topic and (p is None or not p.settable_on_topics):
         raise AdminError(E.invalid_config, f"Unknown topic config name: {c.name}")
     if c.operation == CONFIG_DELETE:
         return None
     assert c.value is not None
     if c.operation == CONFIG_SET:
-        return _valid(c.name, c.value)
-    if p.type.config_type != ConfigType.LIST:
+        return _valid(c.name, c.value, p.topic_name if p is not None else None)
+    if p is not None and p.type.config_type != ConfigType.LIST:
         op = "APPEND" if c.operation == CONFIG_APPEND else "SUBTRACT"
         raise AdminError(E.invalid_config, f"Can't {op} to key {c.name} because its type is not LIST.")
-    parts = [x for x in (current if current is not None else p.default or "").split(",") if x]
+    parts = [x for x in (current if current is not None else (p.default if p is not None else None) or "").split(",") if x]
     given = [x for x in c.value.split(",") if x]
     if c.operation == CONFIG_APPEND:
         parts += [x for x in given if x not in parts]
     else:
         parts = [x for x in parts if x not in given]
-    return _valid(c.name, ",".join(parts))
+    return _valid(c.name, ",".join(parts), p.topic_name if p is not None else None)
 
 
-def _valid(key: str, value: str) -> str:
+def _valid(key: str, value: str, topic_name: str | None) -> str:
+    """`value` normalised as topic config `topic_name` (a topic's config, or a broker
+    config that is a topic default); as given when there is no such config."""
+    if topic_name is None:
+        return value
     try:
-        return topic_value(key, value)
+        return topic_value(topic_name, value)
     except ValueError as e:
         raise AdminError(E.invalid_config, f"Invalid value {value} for configuration {key}: {e}") from None

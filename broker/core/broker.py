@@ -487,9 +487,9 @@ class Broker:
                 for tp in [tp for tp in self.partitions if tp.topic == rec.name]:
                     self._remove_partition(tp, now, acts)
                     touched.pop(tp, None)
-            elif isinstance(rec, ConfigRecord) and rec.resource_type == TOPIC_RESOURCE:
+            elif isinstance(rec, ConfigRecord):  # a topic's config, or a dynamic broker default
                 for tp, r in self.partitions.items():
-                    if tp.topic == rec.resource_name:
+                    if rec.resource_type != TOPIC_RESOURCE or tp.topic == rec.resource_name:
                         r.s = self._replica_settings(tp.topic)
         for tp in touched:
             self._apply_partition(tp, now, acts)
@@ -518,11 +518,11 @@ class Broker:
         self._wake_parked(now, acts, {tp})
 
     def partition_guards(self, topic: str) -> sg.SafeguardSet:
-        return self.config.safeguards.union(sg.parse_config(self.image.topic_config(topic, "wrack.safeguards.off", "")))
+        return self.config.safeguards.union(sg.parse_config(self.image.topic_config(topic, "wrack.safeguards.off", "", self.id)))
 
     def _replica_settings(self, topic: str) -> ReplicaSettings:
         """The settings of `topic`'s replicas (its configs over the broker's)."""
-        min_isr = int(self.image.topic_config(topic, "min.insync.replicas", str(self.config.min_insync_replicas)))
+        min_isr = int(self.image.topic_config(topic, "min.insync.replicas", str(self.config.min_insync_replicas), self.id))
         return ReplicaSettings(self.id, self.config.replica_lag_time_max_ms, min_isr, self.partition_guards(topic))
 
     def _apply_partition(self, tp: TopicPartition, now: int, acts: Actions) -> None:

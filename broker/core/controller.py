@@ -503,10 +503,10 @@ class Controller:
             return answer(ErrorCode.none)
         for rec in records:
             self._commit(rec, acts)
-        if req.resource_type == TOPIC_RESOURCE:  # e.g. unclean election newly allowed: elect where none leads
-            for tp, reg in sorted(self.image.partitions.items()):
-                if tp.topic == req.resource_name and reg.leader == NO_LEADER:
-                    self._change(tp, acts)
+        # e.g. unclean election newly allowed on a topic or as a broker default: elect where none leads
+        for tp, reg in sorted(self.image.partitions.items()):
+            if reg.leader == NO_LEADER and (req.resource_type != TOPIC_RESOURCE or tp.topic == req.resource_name):
+                self._change(tp, acts)
         return answer(ErrorCode.none)
 
     def _on_delete_topic(self, req: DeleteTopicRequest, acts: Actions) -> DeleteTopicResponse:

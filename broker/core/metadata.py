@@ -15,6 +15,7 @@ import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields, replace
 
+from broker.core import properties as props
 from broker.core.acls import AclBinding
 from broker.core.messages import Endpoint, TopicPartition
 
@@ -106,7 +107,8 @@ class LeaderChangeRecord:
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
     """One config of one resource set (`value`) or deleted (None), as KRaft's ConfigRecord:
-    AlterConfigs, IncrementalAlterConfigs. Only topics (`resource_type` 2) have them here."""
+    AlterConfigs, IncrementalAlterConfigs. A topic's (`resource_type` 2), or a broker's
+    dynamic config (4: `resource_name` a broker id, or "" for the cluster-wide default)."""
 
     resource_type: int
     resource_name: str
@@ -115,6 +117,8 @@ class ConfigRecord:
 
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+BROKER_RESOURCE = 4  # ConfigResource.Type.BROKER
+CLUSTER_DEFAULT = ""  # the BROKER resource name of the cluster-wide dynamic defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +194,8 @@ class MetadataImage:
     partitions: dict[TopicPartition, PartitionRegistration] = field(default_factory=dict)
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     acls: dict[str, AclBinding] = field(default_factory=dict)  # ACL id -> binding
+    # dynamic broker configs: resource name (a broker id, or CLUSTER_DEFAULT) -> property -> value
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def apply(self, offset: int, record: MetadataRecord) -> None:
         """Apply the record at `offset` (must be `next_offset`)."""
@@ -229,13 +235,18 @@ class MetadataImage:
         self.next_offset = offset + 1
 
     def _apply_config(self, record: ConfigRecord) -> None:
-        configs = self.topics.get(record.resource_name) if record.resource_type == TOPIC_RESOURCE else None
+        if record.resource_type == BROKER_RESOURCE:
+            configs: dict[str, str] | None = self.broker_configs.setdefault(record.resource_name, {})
+        else:
+            configs = self.topics.get(record.resource_name) if record.resource_type == TOPIC_RESOURCE else None
         if configs is None:
             return  # a config of a topic deleted since (or of a resource kept nowhere)
         if record.value is None:
             configs.pop(record.name, None)
         else:
             configs[record.name] = record.value
+        if record.resource_type == BROKER_RESOURCE and not configs:
+            del self.broker_configs[record.resource_name]
 
     def is_usable(self, broker_id: int) -> bool:
         """Registered, unfenced and not shutting down: can lead or join the ISR."""
@@ -246,8 +257,24 @@ class MetadataImage:
         b = self.brokers.get(broker_id)
         return -1 if b is None else b.broker_epoch
 
-    def topic_config(self, topic: str, key: str, default: str) -> str:
-        return self.topics.get(topic, {}).get(key, default)
+    def topic_config(self, topic: str, key: str, default: str, node_id: int | None = None) -> str:
+        """Topic config `key` of `topic` as Kafka resolves it: the topic's value, else the
+        dynamic broker config of its synonym (node `node_id`'s, else the cluster-wide
+        default), else `default` (the static config)."""
+        value = self.topics.get(topic, {}).get(key)
+        return value if value is not None else self.topic_defaults(node_id).get(key, default)
+
+    def topic_defaults(self, node_id: int | None = None) -> dict[str, str]:
+        """The dynamic broker configs that are topic defaults, by topic config name: the
+        cluster-wide ones, overridden by node `node_id`'s."""
+        out: dict[str, str] = {}
+        names = [CLUSTER_DEFAULT] if node_id is None else [CLUSTER_DEFAULT, str(node_id)]
+        for name in names:
+            for key, value in self.broker_configs.get(name, {}).items():
+                p = props.lookup(key)
+                if p is not None and p.topic_name is not None:
+                    out[p.topic_name] = value
+        return out
 
 
 # ---------------------------------------------------------------- file encoding

@@ -62,6 +62,8 @@ class ConfigSource(IntEnum):
     """DescribeConfigs' `config_source` (the ones this broker answers)."""
 
     TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -480,6 +482,32 @@ BY_TOPIC_NAME: dict[str, Property] = {p.topic_name: p for p in PROPERTIES if p.t
 def lookup(name: str) -> Property | None:
     """The property called `name` (or one of its aliases), None if unknown."""
     return BY_NAME.get(name)
+
+
+class Dynamic(StrEnum):
+    """How a broker config may change at runtime (Kafka's DynamicBrokerConfig)."""
+
+    CLUSTER = "cluster"  # per broker, or as the cluster-wide default
+    PER_BROKER = "per-broker"  # per broker only (Kafka's PerBrokerConfigs)
+
+
+LISTENER_PROPERTIES = frozenset({"listeners", "advertised.listeners", "listener.security.protocol.map"})
+# Kafka's dynamic thread pools: accepted here without effect, as statically
+_DYNAMIC_KNOBS = frozenset({"num.network.threads", "num.io.threads", "num.replica.fetchers",
+                            "num.recovery.threads.per.data.dir"})
+
+
+def dynamic(name: str) -> Dynamic | None:
+    """Whether broker config `name` is dynamic (None: read-only, set in the properties).
+    Dynamic: a topic config's synonym (e.g. `log.retention.ms`), Kafka's thread-pool knobs,
+    the listeners (per broker), and a name the table does not know (Kafka accepts custom
+    configs, e.g. `sasl.*` for listeners this broker has not), except `wrack.*` ones."""
+    p = lookup(name)
+    if p is None:
+        return None if name.startswith("wrack.") else Dynamic.CLUSTER
+    if p.name in LISTENER_PROPERTIES:
+        return Dynamic.PER_BROKER
+    return Dynamic.CLUSTER if p.topic_name is not None or p.name in _DYNAMIC_KNOBS else None
 
 
 def in_scope(scope: Scope) -> tuple[Property, ...]:

@@ -1,11 +1,12 @@
 """The config APIs: DescribeConfigs (every property of the table with its value and source),
 AlterConfigs and IncrementalAlterConfigs.
 
-Topic configs are changed through the active controller, which writes them as
+Topic configs and dynamic broker configs (a broker's own, or the cluster-wide defaults
+under the broker name "") are changed through the active controller, which writes them as
 `ConfigRecord`s (broker/core/admin_rules.py has the rules), so they survive a controller
-failover; the answer waits until this broker's metadata shows them. Broker configs are
-static here (no dynamic broker configs): altering one is INVALID_REQUEST, as Kafka answers
-for a config it cannot update dynamically.
+failover; the answer waits until this broker's metadata shows them. A dynamic broker config
+that is a topic config's synonym (e.g. `log.retention.ms`) is the default of every topic
+that does not set it (`MetadataImage.topic_config`); the rest are read-only, as Kafka's.
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from broker.config import ConfigEntry, broker_config_entries, topic_config_entries
+from broker.config import ConfigEntry, broker_config_entries, dynamic_config_entries, topic_config_entries
 from broker.core.admin_rules import AdminError, config_records
 from broker.core.messages import CONFIG_SET, AlterConfigsRequest, ConfigChange
-from broker.core.metadata import TOPIC_RESOURCE
-from broker.core.properties import ConfigSource, ConfigType
+from broker.core.metadata import BROKER_RESOURCE, CLUSTER_DEFAULT, TOPIC_RESOURCE
+from broker.core.properties import ConfigSource, ConfigType, dynamic
 from broker.server.api_admin import TIMED_OUT, topic_settable
 from broker.server.api_base import ADMIN_FALLBACK_TIMEOUT_S, ApiFamily, Req
 from broker.wire import kafka as k
 
 E = ErrorCode
-BROKER_RESOURCE = 4
 FLUSH_POLICY = "wrack.flush.policy"  # a read-only line of a broker's DescribeConfigs, not a property
 # (not a topic's: clients set back every line they read with the legacy AlterConfigs, librdkafka 0092)
 METADATA_WAIT_S = 5.0  # how long an AlterConfigs answer waits for this broker's metadata to show the change
@@ -48,7 +48,8 @@ class ConfigApis(ApiFamily):
                 continue
             topic = res.resource_type == TOPIC_RESOURCE
             configs = [
-                {"name": e.name, "value": e.value, "read_only": not (topic and topic_settable(e.name)),
+                {"name": e.name, "value": e.value,
+                 "read_only": not topic_settable(e.name) if topic else dynamic(e.name) is None,
                  "config_source": e.source, "is_sensitive": False, "synonyms": [], "config_type": e.type,
                  "documentation": e.doc if docs else None, "is_default": e.source == ConfigSource.DEFAULT_CONFIG}
                 for e in sorted(entries.values(), key=lambda e: e.name) if keys is None or e.name in keys
@@ -62,16 +63,23 @@ class ConfigApis(ApiFamily):
         if resource_type == TOPIC_RESOURCE:
             if name not in self.image.topics:
                 return {}, {"error_code": E.unknown_topic_or_partition, "error_message": f"no topic {name!r}"}
-            entries = topic_config_entries(self.s, self.image.topics.get(name, {}))
+            entries = topic_config_entries(self.s, self.image.topics.get(name, {}), *self._dynamic())
         elif resource_type == BROKER_RESOURCE:
             err = self._broker_name_error(name)
             if err is not None:
                 return {}, err
-            entries = broker_config_entries(self.s)
+            if name == CLUSTER_DEFAULT:  # as Kafka: the cluster-wide dynamic defaults only
+                return dynamic_config_entries(self._dynamic()[0], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG), None
+            entries = broker_config_entries(self.s, *self._dynamic())
             entries[FLUSH_POLICY] = self._flush_policy()
         else:
             return {}, {"error_code": E.invalid_request, "error_message": f"resource type {resource_type} is not supported"}
         return entries, None
+
+    def _dynamic(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The dynamic broker configs: the cluster-wide defaults, and this broker's own."""
+        configs = self.image.broker_configs
+        return configs.get(CLUSTER_DEFAULT, {}), configs.get(str(self.node.node_id), {})
 
     def _broker_name_error(self, name: str) -> dict[str, Any] | None:
         if name in ("", str(self.node.node_id)):
@@ -111,7 +119,11 @@ class ConfigApis(ApiFamily):
             elif res.resource_type == TOPIC_RESOURCE:
                 asks[i] = msg
             elif res.resource_type == BROKER_RESOURCE:
-                results[i] = self._alter_broker(msg)
+                err = self._broker_name_error(res.resource_name)
+                if err is None:
+                    asks[i] = msg
+                else:
+                    results[i] = err
             else:
                 results[i] = {"error_code": E.invalid_request, "error_message": f"Unknown resource type {res.resource_type}"}
         for i, resp in (await self.ask_controller(asks, ADMIN_FALLBACK_TIMEOUT_S)).items():
@@ -128,17 +140,3 @@ class ConfigApis(ApiFamily):
             return not config_records(self.image, msg.resource_type, msg.resource_name, msg.changes, msg.replace)
         except AdminError:
             return True  # e.g. the topic is gone meanwhile
-
-    def _alter_broker(self, msg: AlterConfigsRequest) -> dict[str, Any]:
-        """Broker configs are static: INVALID_REQUEST naming them (after the checks Kafka makes first)."""
-        err = self._broker_name_error(msg.resource_name)
-        if err is not None:
-            return err
-        names = [c.name for c in msg.changes]
-        if len(set(names)) != len(names):
-            return {"error_code": E.invalid_request, "error_message": "Error due to duplicate config keys"}
-        if not names:
-            return {"error_code": E.none, "error_message": None}
-        return {"error_code": E.invalid_request,
-                "error_message": f"Cannot update these configs dynamically: {', '.join(sorted(names))} "
-                                 "(this broker has no dynamic broker configs; set them in its properties)"}

@@ -57,13 +57,14 @@ class DataApis(ApiFamily):
 
     # ------------------------------------------------------------ topic configs
     def topic_setting(self, topic: str, name: str) -> str:
-        """The value of property `name` for `topic`: the topic's config, else the broker's."""
+        """The value of property `name` for `topic`: the topic's config, else this broker's
+        dynamic config, else the broker's (`MetadataImage.topic_config`)."""
         p = props.BY_NAME[name]
         if p.field is not None and props.Scope.BROKER in p.scopes:
             broker = p.type.show(getattr(self.s, p.field))
         else:
             broker = p.type.show(p.parse(self.s.raw[name])) if name in self.s.raw else p.default or ""
-        return self.image.topic_config(topic, p.topic_name or name, broker)
+        return self.image.topic_config(topic, p.topic_name or name, broker, self.node.node_id)
 
     def append_policy(self, topic: str) -> AppendPolicy:
         return AppendPolicy(

@@ -480,8 +480,12 @@ class Node:
         self._schedule_rearm()
 
     def _topic_configs(self, topic: str) -> dict[str, str]:
-        """A topic's configs in the broker's metadata image (the storage engine's view)."""
-        return self.broker.image.topics.get(topic, {}) if self.broker is not None else {}
+        """A topic's configs in the broker's metadata image (the storage engine's view): its
+        own, over this broker's dynamic topic defaults (`MetadataImage.topic_defaults`)."""
+        if self.broker is None:
+            return {}
+        image = self.broker.image
+        return {**image.topic_defaults(self.node_id), **image.topics.get(topic, {})}
 
     def _high_watermark(self, tp: TopicPartition) -> int | None:
         r = self.broker.partitions.get(tp) if self.broker is not None else None

@@ -104,11 +104,69 @@ def test_create_partitions_and_topic_configs(cluster):
     c = configs(admin, "grow")
     assert c["min.insync.replicas"].value == "1" and c["unclean.leader.election.enable"].value == "false"
 
-    broker = ConfigResource("broker", "0", incremental_configs=[
-        ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)])
-    assert error_of(admin.incremental_alter_configs([broker])[broker]) is E.invalid_request  # static broker configs
-    b0 = admin.describe_configs([ConfigResource("broker", "0")])[ConfigResource("broker", "0")].result(20)
-    assert b0["advertised.listeners"].value == f"PLAINTEXT://{brokers[0].bootstrap}"
+
+
+def _alter_broker(b, name: str, **changes: str | None) -> E:
+    """IncrementalAlterConfigs sent to broker `b` for broker `name` ("": the cluster-wide
+    default; clients refuse an empty name, hence the wire): SET, or DELETE for None."""
+    with RawClient(b.host, b.port) as c:
+        r = c.call(k.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{"resource_type": 4, "resource_name": name, "configs": [
+            {"name": key.replace("_", "."), "config_operation": 0 if v is not None else 1, "value": v}
+            for key, v in changes.items()]}], "validate_only": False})
+    return r.responses[0].error_code
+
+
+def _broker_configs(b, name: str) -> dict:
+    """DescribeConfigs of broker `name` sent to broker `b`: name -> (value, source, read_only)."""
+    with RawClient(b.host, b.port) as c:
+        r = c.call(k.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": 4, "resource_name": name, "configuration_keys": None}],
+                                           "include_synonyms": False, "include_documentation": False})
+    assert r.results[0].error_code is E.none
+    return {x.name: (x.value, x.config_source, x.read_only) for x in r.results[0].configs}
+
+
+def test_dynamic_broker_configs(cluster):
+    """Dynamic broker configs (Kafka's DynamicBrokerConfig, through the controller): a topic
+    config's synonym as the cluster-wide default or one broker's, honoured by the topics that
+    do not set it; read-only and listener configs refused; unknown ones accepted."""
+    fleet, brokers, bs, admin, kp = cluster
+    b0, b1 = brokers[0], brokers[1]
+    assert error_of(admin.create_topics([NewTopic("dyn", 1, 2)])["dyn"]) is E.none
+    big = b"x" * 3000
+    dynamic, default = ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    try:
+        assert _alter_broker(b1, "", message_max_bytes="2000") is E.none
+        assert _broker_configs(b0, "") == {"message.max.bytes": ("2000", default, False)}  # the cluster-wide ones only
+        assert _broker_configs(b0, "0")["message.max.bytes"] == ("2000", default, False)
+        c = wait_until(lambda: (x := configs(admin, "dyn"))["max.message.bytes"].value == "2000" and x, 10, "topic default")
+        assert c["max.message.bytes"].source == default
+        # honoured by the leader (once its metadata has the record: the answer waited for broker 1's)
+        wait_until(lambda: _produce_error(bs, "dyn", big) == "MSG_SIZE_TOO_LARGE", 20, "the leader refuses 3000 bytes")
+        assert _alter_broker(b0, "0", log_retention_ms="60000", sasl_kerberos_min_time_before_relogin="58000") is E.none
+        got = _broker_configs(b0, "0")
+        assert got["log.retention.ms"] == ("60000", dynamic, False)
+        assert got["sasl.kerberos.min.time.before.relogin"] == ("58000", dynamic, False)  # unknown here: accepted
+        assert got["advertised.listeners"] == (f"PLAINTEXT://{b0.bootstrap}", ConfigSource.DEFAULT_CONFIG.value, False)
+        assert got["num.partitions"][2] and got["node.id"][2] and got["wrack.flush.policy"][2]  # read-only
+        assert _broker_configs(b1, "1")["log.retention.ms"][1] != dynamic
+        assert _alter_broker(b0, "0", num_partitions="3") is E.invalid_request  # static broker configs
+        assert _alter_broker(b0, "0", advertised_listeners="PLAINTEXT://127.0.0.1:1") is E.invalid_request
+        assert _alter_broker(b0, "1", log_retention_ms="1") is E.invalid_request  # broker 1's, asked of broker 0
+        assert _alter_broker(b0, "", log_retention_ms="soon") is E.invalid_config
+    finally:
+        assert _alter_broker(b0, "", message_max_bytes=None) is E.none
+        assert _alter_broker(b0, "0", log_retention_ms=None, sasl_kerberos_min_time_before_relogin=None) is E.none
+    wait_until(lambda: _produce_error(bs, "dyn", big) is None, 20, "the leader takes 3000 bytes again")
+    assert wait_until(lambda: _broker_configs(b1, "") == {}, 10, "no cluster-wide dynamic config left")
+
+
+def _produce_error(bs: str, topic: str, value: bytes) -> str | None:
+    """The error name of one acks=all send of `value` (None: acknowledged)."""
+    got: list = []
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "message.timeout.ms": 20000})
+    p.produce(topic, value, callback=lambda err, msg: got.append(err))
+    p.flush(30)
+    return got[0].name() if got and got[0] is not None else None
 
 
 def test_manual_assignment_and_preferred_election(cluster):
@@ -241,10 +299,13 @@ def test_admin_changes_survive_a_restart(fleet):
     res = ConfigResource("topic", "kept", incremental_configs=[
         ConfigEntry("unclean.recovery.strategy", "proactive", incremental_operation=AlterConfigOpType.SET)])
     assert error_of(admin.incremental_alter_configs([res])[res]) is E.none
+    assert _alter_broker(b, "", log_retention_bytes="1000000") is E.none
     assert b.terminate() == 0
     b.start()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     c = wait_until(lambda: configs(admin, "kept"), 20, "configs after restart")
     assert c["unclean.recovery.strategy"].value == "proactive" and c["min.insync.replicas"].value == "1"
+    assert (c["retention.bytes"].value, c["retention.bytes"].source) == (
+        "1000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
     assert len(metadata(admin, "kept")) == 2
     assert "Traceback" not in b.log_text()

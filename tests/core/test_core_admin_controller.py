@@ -32,6 +32,7 @@ from broker.core.messages import (
     TopicPartition,
 )
 from broker.core.metadata import (
+    BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ConfigRecord,
     PartitionRegistration,
@@ -69,8 +70,11 @@ class Cluster:
     def create(self, name="t", n=1, rf=3, configs=(), assignments=(), validate_only=False):
         return self.ask(CreateTopicRequest(3, name, n, rf, tuple(configs), tuple(assignments), validate_only))
 
-    def alter_configs(self, *changes, name="t", replace=False, validate_only=False):
-        return self.ask(AlterConfigsRequest(4, TOPIC_RESOURCE, name, tuple(changes), replace, validate_only))
+    def alter_configs(self, *changes, name="t", replace=False, validate_only=False, resource=TOPIC_RESOURCE):
+        return self.ask(AlterConfigsRequest(4, resource, name, tuple(changes), replace, validate_only))
+
+    def alter_broker(self, *changes, name="", replace=False):
+        return self.alter_configs(*changes, name=name, replace=replace, resource=BROKER_RESOURCE)
 
     def isr_add(self, tp, broker):
         """The leader asks to add `broker` to the ISR (as after it caught up)."""
@@ -227,6 +231,72 @@ def test_enabling_unclean_election_elects_a_leaderless_partition():
     k.heartbeat(2)  # 2 is back, but out of sync: no clean election
     assert k.reg().leader == -1
     assert k.alter_configs(ConfigChange("unclean.leader.election.enable", CONFIG_SET, "true")).error is E.none
+    assert k.reg().leader == 2
+
+
+# ---------------------------------------------------------------- dynamic broker configs
+def test_dynamic_broker_configs_are_records_and_topic_defaults_below_the_topic_s_own():
+    """A topic config's synonym set on the cluster-wide default ("") or on one broker is
+    the default of the topics that do not set it: topic > that broker's > cluster's > static."""
+    k = Cluster()
+    k.create(configs=[("retention.ms", "5000")])
+    k.create(name="u")
+    assert k.alter_broker(ConfigChange("log.retention.ms", CONFIG_SET, "60000"),
+                          ConfigChange("min.insync.replicas", CONFIG_SET, "2")).error is E.none
+    assert k.alter_broker(ConfigChange("log.retention.ms", CONFIG_SET, "30000"), name="2").error is E.none
+    image = k.c.image
+    assert image.broker_configs == {"": {"log.retention.ms": "60000", "min.insync.replicas": "2"},
+                                    "2": {"log.retention.ms": "30000"}}
+    assert image.topic_config("t", "retention.ms", "1") == "5000"  # the topic's own
+    assert image.topic_config("u", "retention.ms", "1") == "60000"  # the cluster's
+    assert image.topic_config("u", "retention.ms", "1", node_id=2) == "30000"  # broker 2's
+    assert image.topic_config("u", "retention.ms", "1", node_id=3) == "60000"
+    assert image.topic_defaults(2) == {"retention.ms": "30000", "min.insync.replicas": "2"}
+    assert k.c.min_isr("u") == 2
+    assert k.alter_broker(ConfigChange("min.insync.replicas", CONFIG_DELETE, None)).error is E.none
+    assert k.c.min_isr("u") == 1 and image.broker_configs[""] == {"log.retention.ms": "60000"}
+    assert k.rebuilt().image.broker_configs == image.broker_configs
+
+
+def test_dynamic_broker_configs_refused_as_kafka_refuses_them():
+    k = Cluster()
+    end = k.quorum.end_offset
+    for name, change, code, text in (
+            ("", ConfigChange("num.partitions", CONFIG_SET, "3"), E.invalid_request, "Cannot update these configs dynamically"),
+            ("1", ConfigChange("node.id", CONFIG_SET, "3"), E.invalid_request, "Cannot update these configs dynamically"),
+            ("1", ConfigChange("wrack.flush.policy", CONFIG_SET, "x"), E.invalid_request, "dynamically"),
+            ("", ConfigChange("advertised.listeners", CONFIG_SET, "PLAINTEXT://h:1"), E.invalid_request,
+             "broker id must be specified"),
+            ("1", ConfigChange("advertised.listeners", CONFIG_SET, "PLAINTEXT://h:1"), E.invalid_request,
+             "reconfiguration of listeners"),
+            ("x", ConfigChange("log.retention.ms", CONFIG_SET, "1"), E.invalid_request, "Invalid broker name"),
+            ("", ConfigChange("log.retention.ms", CONFIG_SET, "soon"), E.invalid_config, "log.retention.ms"),
+            ("", ConfigChange("log.retention.ms", CONFIG_APPEND, "1"), E.invalid_config, "not LIST")):
+        r = k.alter_broker(change, name=name)
+        assert (r.error, text in r.message) == (code, True), (change, r)
+    assert k.quorum.end_offset == end
+
+
+def test_unknown_broker_configs_are_accepted_and_legacy_alter_configs_replaces_a_broker_s_set():
+    """Kafka accepts configs it does not define on a broker (librdkafka 0081 sets
+    sasl.kerberos.min.time.before.relogin, for listeners this broker has not)."""
+    k = Cluster()
+    assert k.alter_broker(ConfigChange("sasl.kerberos.min.time.before.relogin", CONFIG_SET, "58000"),
+                          ConfigChange("num.io.threads", CONFIG_SET, "8"), name="1").error is E.none
+    assert k.c.image.broker_configs["1"] == {"sasl.kerberos.min.time.before.relogin": "58000", "num.io.threads": "8"}
+    assert k.alter_broker(ConfigChange("log.segment.bytes", CONFIG_SET, "1048576"), name="1", replace=True).error is E.none
+    assert k.c.image.broker_configs["1"] == {"log.segment.bytes": "1048576"}
+    assert k.alter_broker(name="1", replace=True).error is E.none and "1" not in k.c.image.broker_configs
+
+
+def test_enabling_unclean_election_as_a_broker_default_elects_a_leaderless_partition():
+    k = Cluster(brokers=(1, 2))
+    k.create(rf=2, configs=[("min.insync.replicas", "1")])
+    k.heartbeat(2, want_fence=True)
+    k.heartbeat(1, want_fence=True)
+    k.heartbeat(2)
+    assert k.reg().leader == -1
+    assert k.alter_broker(ConfigChange("unclean.leader.election.enable", CONFIG_SET, "true")).error is E.none
     assert k.reg().leader == 2
 
 
