@@ -32,6 +32,8 @@ from broker.core.messages import (
     BrokerRegistrationResponse,
     CheckpointHighWatermarks,
     DeletePartitionLog,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     Endpoint,
     FetchPartition,
     FetchPartitionResponse,
@@ -331,6 +333,8 @@ class Broker:
             acts.send(src, self._on_offsets_for_leader_epoch(msg))
         elif isinstance(msg, GetReplicaLogInfoRequest):
             acts.send(src, self._on_log_info(msg))
+        elif isinstance(msg, DeleteRecordsRequest):
+            self._on_delete_records(src, msg, now, acts)
         else:
             raise TypeError(f"broker cannot handle {type(msg).__name__}")
         return acts
@@ -368,6 +372,7 @@ class Broker:
                 ev.alter_partition = r.alter_timed_out(now, c.request_timeout_ms)
                 r.maybe_propose_recovered(self.image, now, ev)  # again, after an answer that left it RECOVERING
                 r.expire_produces(now, ev)
+                r.expire_deletes(now, ev)
                 if r.pending_alter is None:
                     r.maybe_advance_hwm(now, ev)
                 self._flush(r, ev, now, acts)
@@ -398,6 +403,7 @@ class Broker:
                 if (d := r.alter_deadline(c.request_timeout_ms)) is not None:
                     ds.append(d)
                 ds.extend(p.deadline for p in r.pending_produce)
+                ds.extend(d.deadline for d in r.pending_deletes)
             elif r.role == FOLLOWER and r.fetch_backoff_until > 0:
                 f = self._fetchers.get(r.leader_id)
                 if f is None or f.correlation_id < 0:
@@ -509,8 +515,7 @@ class Broker:
         r = self.partitions.pop(tp)
         ev = ReplicaEvents()
         r._lose_leadership(ev, ErrorCode.unknown_topic_or_partition if topic_deleted else ErrorCode.not_leader_or_follower)
-        for client, resp in ev.produce_responses:
-            acts.send(client, resp)
+        self._answer_clients(ev, acts)
         self._hwm_checkpoint.pop(tp, None)
         self._alter_inflight.pop(tp, None)
         self._alter_queued.pop(tp, None)
@@ -560,10 +565,15 @@ class Broker:
             acts.other.extend(ReplicaTruncated(r.tp, a, b, why, r.leader_epoch, r.role) for a, b, why in r.truncations)
             r.truncations.clear()
 
+    @staticmethod
+    def _answer_clients(ev: ReplicaEvents, acts: Actions) -> None:
+        """The produce and DeleteRecords answers a replica's call gave."""
+        for client, resp in (*ev.produce_responses, *ev.delete_responses):
+            acts.send(client, resp)
+
     def _flush(self, r: PartitionReplica, ev: ReplicaEvents, now: int, acts: Actions) -> None:
         self._drain_failures(r, acts)
-        for client, resp in ev.produce_responses:
-            acts.send(client, resp)
+        self._answer_clients(ev, acts)
         if ev.alter_partition is not None:
             self._send_alter(ev.alter_partition, now, acts)
         if ev.hwm_changed or ev.appended:
@@ -742,12 +752,19 @@ class Broker:
             return ListOffsetResult(ErrorCode.none)
         return ListOffsetResult(ErrorCode.none, found.offset, found.timestamp, _epoch_at(log, found.offset))
 
-    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
-        """DeleteRecords for one partition (served by the leader): (error, low watermark)."""
-        r = self.partitions.get(tp)
-        if r is None:
-            return self._missing_error(tp), -1
-        return r.delete_records(offset)
+    def _on_delete_records(self, src: int | str, msg: DeleteRecordsRequest, now: int, acts: Actions) -> None:
+        """DeleteRecords for one partition (served by the leader): the log start moves, the
+        followers' parked fetches are answered at once (they learn the new log start), and
+        the answer waits for the low watermark (Kafka's DelayedDeleteRecords)."""
+        r = self.partitions.get(msg.tp)
+        err, start = (self._missing_error(msg.tp), -1) if r is None else r.delete_records(msg.offset)
+        if r is None or err is not ErrorCode.none:
+            acts.send(src, DeleteRecordsResponse(msg.correlation_id, msg.tp, err))
+            return
+        ev = ReplicaEvents()
+        r.await_low_watermark(src, msg.correlation_id, start, now + msg.timeout_ms, self.image, ev)
+        self._flush(r, ev, now, acts)
+        self._wake_parked(now, acts, {msg.tp})
 
     def _on_log_info(self, msg: GetReplicaLogInfoRequest) -> GetReplicaLogInfoResponse:
         r = self.partitions.get(msg.tp)

@@ -119,6 +119,25 @@ class OffsetsForLeaderEpochResponse:
 
 # ---------------------------------------------------------------- clients -> broker
 @dataclass(frozen=True, slots=True)
+class DeleteRecordsRequest:
+    """DeleteRecords for one partition (offset -1: the high watermark), answered once every
+    replica on a live broker has moved its log start there, or after `timeout_ms`."""
+
+    correlation_id: int
+    tp: TopicPartition
+    offset: int
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResponse:
+    correlation_id: int
+    tp: TopicPartition
+    error: ErrorCode
+    low_watermark: int = UNDEFINED_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
 class ProduceRequest:
     """One partition's records (Kafka v2 batches) with acks 0, 1 or -1 (all)."""
 

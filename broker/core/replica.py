@@ -22,6 +22,7 @@ from broker.core.messages import (
     UNDEFINED_OFFSET,
     AlterPartitionRequest,
     BrokerIdAndEpoch,
+    DeleteRecordsResponse,
     EpochEndOffset,
     FetchPartition,
     FetchPartitionResponse,
@@ -58,6 +59,17 @@ class FollowerState:
     last_caught_up_time: int = 0
     fetched_in_epoch: bool = False
     last_fetch_leader_leo: int = -1
+    log_start_offset: int = UNDEFINED_OFFSET  # as its last fetch said
+
+
+@dataclass(slots=True)
+class PendingDelete:
+    """A DeleteRecords waiting for the low watermark (Kafka's DelayedDeleteRecords)."""
+
+    client: int | str
+    correlation_id: int
+    required_offset: int
+    deadline: int
 
 
 @dataclass(slots=True)
@@ -88,6 +100,7 @@ class ReplicaEvents:
     """Side effects of one call, for the Broker to turn into messages."""
 
     produce_responses: list[tuple[int | str, ProduceResponse]] = field(default_factory=list)
+    delete_responses: list[tuple[int | str, DeleteRecordsResponse]] = field(default_factory=list)
     alter_partition: AlterPartitionRequest | None = None
     hwm_changed: bool = False
     appended: bool = False
@@ -124,6 +137,7 @@ class PartitionReplica:
         self.followers: dict[int, FollowerState] = {}
         self.pending_alter: PendingAlter | None = None
         self.pending_produce: list[PendingProduce] = []
+        self.pending_deletes: list[PendingDelete] = []
         self.fetch_backoff_until = 0
         self.failures: list[tuple[str, str]] = []  # (operation, error) of storage failures, drained by the Broker
         self.truncations: list[tuple[int, int, str]] = []  # (from LEO, to, reason), drained by the Broker
@@ -231,6 +245,9 @@ class PartitionReplica:
         for p in self.pending_produce:
             ev.produce_responses.append((p.client, ProduceResponse(p.correlation_id, self.tp, error, p.base_offset)))
         self.pending_produce = []
+        for d in self.pending_deletes:
+            ev.delete_responses.append((d.client, DeleteRecordsResponse(d.correlation_id, self.tp, error)))
+        self.pending_deletes = []
         self.pending_alter = None
 
     # ------------------------------------------------------------ leader: fetch
@@ -272,7 +289,9 @@ class PartitionReplica:
         except STORAGE_ERRORS as e:
             self._failed("read for a follower", e)
             return self._error(ErrorCode.kafka_storage_error)
+        follower.log_start_offset = p.log_start_offset
         self._update_follower(replica_id, follower, replica_epoch, p.fetch_offset, leo, now, image, ev)
+        self._complete_deletes(image, ev)
         return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records,
                                       last_stable_offset=self.last_stable_offset())
 
@@ -569,8 +588,8 @@ class PartitionReplica:
 
     def delete_records(self, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords on the leader (Partition.deleteRecordsOnLeader): the log start
-        offset moves up to `offset` (-1: the high watermark). Returns the error and the low
-        watermark (the leader's log start offset; this broker does not wait for followers)."""
+        offset moves up to `offset` (-1: the high watermark). Returns the error and the
+        leader's new log start offset, which `await_low_watermark` then waits for."""
         if self.role != LEADER:
             return ErrorCode.not_leader_or_follower, -1
         if offset == -1:
@@ -583,6 +602,45 @@ class PartitionReplica:
             self._failed("delete records", e)
             return ErrorCode.kafka_storage_error, -1
         return ErrorCode.none, self.log.log_start_offset
+
+    def low_watermark(self, image: MetadataImage) -> int:
+        """The lowest log start offset of the replicas on live brokers, this leader's
+        included (Partition.lowWatermarkIfLeader; -1 while a follower has not said)."""
+        low = self.log.log_start_offset
+        for rid, f in self.followers.items():
+            b = image.brokers.get(rid)
+            if b is not None and not b.fenced:
+                low = min(low, f.log_start_offset)
+        return low
+
+    def await_low_watermark(self, client: int | str, correlation_id: int, offset: int, deadline: int,
+                            image: MetadataImage, ev: ReplicaEvents) -> None:
+        """Answer DeleteRecords (in `ev`) once the low watermark reaches `offset`: now, after
+        a follower's fetch, NOT_LEADER_OR_FOLLOWER when leadership goes, or REQUEST_TIMED_OUT
+        at `deadline` (`expire_deletes`)."""
+        self.pending_deletes.append(PendingDelete(client, correlation_id, offset, deadline))
+        self._complete_deletes(image, ev)
+
+    def _complete_deletes(self, image: MetadataImage, ev: ReplicaEvents) -> None:
+        if not self.pending_deletes:
+            return
+        low = self.low_watermark(image)
+        keep = []
+        for d in self.pending_deletes:
+            if low >= d.required_offset:
+                ev.delete_responses.append((d.client, DeleteRecordsResponse(d.correlation_id, self.tp, ErrorCode.none, low)))
+            else:
+                keep.append(d)
+        self.pending_deletes = keep
+
+    def expire_deletes(self, now: int, ev: ReplicaEvents) -> None:
+        keep = []
+        for d in self.pending_deletes:
+            if now >= d.deadline:
+                ev.delete_responses.append((d.client, DeleteRecordsResponse(d.correlation_id, self.tp, ErrorCode.request_timed_out)))
+            else:
+                keep.append(d)
+        self.pending_deletes = keep
 
     def end_offset_for_epoch(self, current_leader_epoch: int, epoch: int) -> tuple[ErrorCode, EpochEndOffset]:
         """OffsetsForLeaderEpoch (served by the leader, with epoch fencing)."""

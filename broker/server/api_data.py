@@ -5,6 +5,7 @@ configs to each batch first (`broker.storage.validator`, Kafka's LogValidator)."
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.core import properties as props
 from broker.core.broker import MAX_TIMESTAMP
 from broker.core.messages import (
+    DeleteRecordsRequest,
     FetchPartition,
     FetchRequest,
     OffsetsForLeaderEpochRequest,
@@ -30,6 +32,7 @@ from broker.wire.fetch_codec import NodeEndpoint, PartitionData, TopicData, enco
 
 E = ErrorCode
 _MOVED = (E.not_leader_or_follower, E.fenced_leader_epoch)  # errors that carry a leader hint (KIP-951)
+DELETE_RECORDS_MARGIN_S = 5.0  # past a DeleteRecords timeout, how long to wait for the broker machine's answer
 
 
 def check_batches(records: bytes | None, max_message_bytes: int) -> ErrorCode:
@@ -273,24 +276,39 @@ class DataApis(ApiFamily):
     # ------------------------------------------------------------ DeleteRecords
     def delete_records(self, req: Req, body: Any) -> None:
         """The leader moves each partition's log start offset up (Kafka's DeleteRecords;
-        offset -1: the high watermark) and answers its new log start as the low watermark
-        at once (Kafka waits until every replica's log start has reached it). A topic
-        without `delete` in its cleanup.policy answers POLICY_VIOLATION, as Kafka."""
-        broker = self.node.broker
-        assert broker is not None
-        out = []
+        offset -1: the high watermark) and answers once every replica on a live broker has
+        moved its own there (the low watermark), or REQUEST_TIMED_OUT after the request's
+        timeout. A topic without `delete` in its cleanup.policy answers POLICY_VIOLATION, as Kafka."""
+        self.spawn(req, body, self._delete_records(req, body))
+
+    async def _delete_records(self, req: Req, body: Any) -> None:
+        node = self.node
+        loop = asyncio.get_running_loop()
+        timeout_ms = max(k.ms(body.timeout), 0)
+        out, waits = [], []
         for t in body.topics:
-            prs = []
+            prs: list[dict[str, Any]] = []
+            out.append({"name": t.name, "partitions": prs})
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
+                pr = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": E.none}
+                prs.append(pr)
                 if not self._known(tp):
-                    err, low = E.unknown_topic_or_partition, -1
+                    pr["error_code"] = E.unknown_topic_or_partition
                 elif "delete" not in self.topic_setting(t.name, "log.cleanup.policy").split(","):
-                    err, low = E.policy_violation, -1
+                    pr["error_code"] = E.policy_violation
                 else:
-                    err, low = broker.delete_records(tp, p.offset)
-                prs.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": err})
-            out.append({"name": t.name, "partitions": prs})
+                    fut: asyncio.Future[Any] = loop.create_future()
+                    node.to_broker(req.conn.client, DeleteRecordsRequest(node.new_cid(), tp, p.offset, timeout_ms),
+                                   lambda resp, f=fut: f.done() or f.set_result(resp))
+                    waits.append((pr, fut))
+        for pr, fut in waits:  # the broker answers each by its timeout; the margin covers a broker shutting down
+            try:
+                resp = await asyncio.wait_for(fut, timeout_ms / 1000 + DELETE_RECORDS_MARGIN_S)
+            except TimeoutError:
+                pr["error_code"] = E.request_timed_out
+                continue
+            pr["error_code"], pr["low_watermark"] = resp.error, resp.low_watermark
         req.reply({"throttle_time": 0, "topics": out})
 
     # ------------------------------------------------------------ InitProducerId
