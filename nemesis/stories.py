@@ -26,12 +26,13 @@ from dataclasses import replace
 from typing import Any
 
 from nemesis.core import FaultOp, Nemesis
-from nemesis.targets import PartitionView, node_metadata, partition_view
+from nemesis.targets import PartitionView, TargetError, node_metadata, node_offset, partition_view
 
 TP = tuple[str, int]
 POLL_S = 0.2
 TIME_SCALE = 1.0  # multiplies every wait's bound (tests of the step logic shrink it)
 LOSSY_GAP_S = 12.5  # a lossy fault waits this long after the previous one (checkers.lossy's 12 s rule)
+COMMITS_WITHOUT = 50  # records a story waits to see committed without a cut-off replica
 LARGE_BYTES = 300  # packets this long carry records; requests, empty answers and pings are shorter
 
 
@@ -230,6 +231,28 @@ class Story:
         self.step(step, ok=ok, waited_s=round(time.monotonic() - t0, 2))
         return ok
 
+    def wait_commits_without(self, step: str, tp: TP, leader: str, behind: str, count: int, timeout: float) -> bool:
+        """Poll until the high watermark at `leader` is `count` records past the log end of
+        `behind`'s replica (read from that node, which a story cut off from the others: its
+        log end stays): writes committed that `behind` lacks. A fixed sleep is not enough:
+        the acknowledgements that follow an ISR change may all be of records every replica
+        had (the backlog of a stalled high watermark). Records the step; False at `timeout` s."""
+        addrs = {n.name: n.address for n in self.nem.cluster.nodes}
+        t0, got = time.monotonic(), {}
+        while True:
+            try:
+                got = {"behind_end": node_offset(addrs[behind], *tp, log_end=True),
+                       "high_watermark": node_offset(addrs[leader], *tp)}
+                if got["high_watermark"] >= got["behind_end"] + count:
+                    self.step(step, ok=True, waited_s=round(time.monotonic() - t0, 2), **got)
+                    return True
+            except (OSError, TargetError):
+                pass
+            if time.monotonic() - t0 >= timeout * TIME_SCALE:
+                self.step(step, ok=False, waited_s=round(time.monotonic() - t0, 2), **got)
+                return False
+            time.sleep(POLL_S)
+
     def undo(self) -> None:
         """Heal what this story did (network, paused and stopped nodes)."""
         if self.paused:
@@ -391,7 +414,7 @@ def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("start-partition", {"drop": {b: [leader, a, ctl], leader: [b], a: [b], ctl: [b]}, "keep": True})
     if s.wait("b-fenced-out", tp, lambda w: b not in w.isr and a in w.isr, 20) is None:
         return
-    s.sleep("commits-without-b", 3.0)
+    s.wait_commits_without("commits-without-b", tp, leader, b, COMMITS_WITHOUT, 20)
     b_cut = {"drop": {b: [leader, a], leader: [b], a: [b]}}
     s.fault("start-partition", b_cut)  # B back with the controller only (the hold is re-added at once)
     s.fault("start-partition", {**hold, "keep": True})

@@ -118,6 +118,24 @@ def node_metadata(address: str, port: int = 9092, timeout: float = 2.0) -> Metad
     return Metadata({b.node_id: b.host for b in r.brokers}, r.controller_id, parts)
 
 
+def node_offset(address: str, topic: str, partition: int, log_end: bool = False, port: int = 9092,
+                timeout: float = 2.0) -> int:
+    """The high watermark of `topic`-`partition` as its leader at `address` answers
+    (ListOffsets latest), or with `log_end` the log end offset of the replica at `address`,
+    leader or follower (Kafka's debug replica id -2). OSError when the node does not answer,
+    TargetError when it has no such answer (e.g. not the leader)."""
+    from broker.wire.client import RawClient
+    from broker.wire.kafka import LIST_OFFSETS
+
+    with RawClient(address, port, timeout=timeout) as c:
+        r = c.call(LIST_OFFSETS, 7, {"replica_id": -2 if log_end else -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    p = r.topics[0].partitions[0]
+    if p.error_code.value != 0:
+        raise TargetError(f"{topic}-{partition} at {address}: {p.error_code.name}")
+    return int(p.offset)
+
+
 def kafka_metadata(bootstrap: str, timeout: float = 10.0) -> Metadata:
     """One Metadata request (a throwaway `KafkaMetadata`; a test should keep one instead)."""
     return KafkaMetadata(bootstrap, timeout)()

@@ -724,22 +724,23 @@ class Broker:
         return ErrorCode.none if r.role == LEADER else ErrorCode.not_leader_or_follower
 
     def list_offset(self, tp: TopicPartition, current_leader_epoch: int, timestamp: int,
-                    read_committed: bool = False) -> ListOffsetResult:
+                    read_committed: bool = False, debug: bool = False) -> ListOffsetResult:
         """ListOffsets (consumer view, served by the leader with epoch fencing): earliest
         (-2), latest (-1: the HWM, or the LSO for `read_committed`) or the first offset
         with a timestamp >= `timestamp` below the HWM (the log's `offset_for_timestamp`,
-        if it has one)."""
+        if it has one). `debug` (Kafka's DEBUG_FOLLOWER_ID, replica id -2): any replica
+        answers, and latest is its log end offset."""
         r = self.partitions.get(tp)
         if r is None:
             return ListOffsetResult(self._missing_error(tp))
-        err = r.check_leader_epoch(current_leader_epoch)
+        err = ErrorCode.none if debug else r.check_leader_epoch(current_leader_epoch)
         if err is not ErrorCode.none:
             return ListOffsetResult(err)
         log = r.log
         if timestamp == EARLIEST_TIMESTAMP:
             return ListOffsetResult(ErrorCode.none, log.log_start_offset, -1, _epoch_at(log, log.log_start_offset))
         if timestamp == LATEST_TIMESTAMP:
-            end = r.last_stable_offset() if read_committed else r.high_watermark
+            end = log.log_end_offset if debug else r.last_stable_offset() if read_committed else r.high_watermark
             return ListOffsetResult(ErrorCode.none, end, -1, _epoch_at(log, end - 1))
         lookup = getattr(log, "offset_for_timestamp", None)
         if timestamp < 0 or lookup is None:

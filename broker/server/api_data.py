@@ -32,6 +32,7 @@ from broker.wire.fetch_codec import NodeEndpoint, PartitionData, TopicData, enco
 
 E = ErrorCode
 _MOVED = (E.not_leader_or_follower, E.fenced_leader_epoch)  # errors that carry a leader hint (KIP-951)
+DEBUG_REPLICA_ID = -2  # ListOffsets from Kafka's DEBUG_FOLLOWER_ID: any replica answers, latest = its log end
 DELETE_RECORDS_MARGIN_S = 5.0  # past a DeleteRecords timeout, how long to wait for the broker machine's answer
 
 
@@ -267,7 +268,7 @@ class DataApis(ApiFamily):
                     prs.append({"partition_index": p.partition_index, "error_code": E.invalid_request})
                     continue
                 res = broker.list_offset(tp, getattr(p, "current_leader_epoch", -1), p.timestamp,
-                                         getattr(body, "isolation_level", 0) == 1)
+                                         getattr(body, "isolation_level", 0) == 1, body.replica_id == DEBUG_REPLICA_ID)
                 prs.append({"partition_index": p.partition_index, "error_code": res.error, "timestamp": res.timestamp,
                             "offset": res.offset, "leader_epoch": res.leader_epoch})
             out.append({"name": t.name, "partitions": prs})

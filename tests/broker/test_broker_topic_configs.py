@@ -18,6 +18,8 @@ from confluent_kafka import Consumer, KafkaError, Producer  # noqa: E402
 from confluent_kafka import TopicPartition as CkTP  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from broker.wire import kafka as wire  # noqa: E402
+from broker.wire.client import RawClient  # noqa: E402
 from tests.broker.broker_procs import start_cluster, wait_until  # noqa: E402
 
 ROOT = str(Path(__file__).resolve().parents[2])
@@ -178,6 +180,9 @@ def test_followers_follow_the_leaders_log_start_offset(fleet):
     ctl, brokers, bs, admin = start_cluster_with_env(fleet, env, **FAST_PASSES)
     create(admin, "shared", {"segment.bytes": "1024"}, rf=3)
     produce(bs, "shared", [(None, b"z" * 100) for _ in range(60)], acks="all", **{"batch.num.messages": 5})
+    # ListOffsets from Kafka's debug replica id -2: every replica answers its log end offset
+    wait_until(lambda: [list_offset(b, "shared", -2) for b in brokers] == [60, 60, 60], 20, "every replica's log end")
+    assert sorted(list_offset(b, "shared", -1) for b in brokers) == [-1, -1, 60]  # a consumer's: the leader only
     (f,) = admin.delete_records([CkTP("shared", 0, 40)]).values()
     assert f.result(15).low_watermark == 40
     wait_until(lambda: all(log_start_checkpoint(b.data_dir, "shared") == 40 for b in brokers), 30,
@@ -202,6 +207,15 @@ def test_followers_follow_the_leaders_log_start_offset(fleet):
                    "segments below the log start deleted on every replica")
     except AssertionError as e:
         raise AssertionError(f"{e}: {first_bases()}") from None
+
+
+def list_offset(b, topic: str, replica_id: int) -> int:
+    """ListOffsets latest of partition 0 asked of broker `b` (-1 on an error answer)."""
+    with RawClient(b.host, b.port) as c:
+        r = c.call(wire.LIST_OFFSETS, 7, {"replica_id": replica_id, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    p = r.topics[0].partitions[0]
+    return int(p.offset) if p.error_code.value == 0 else -1
 
 
 def start_cluster_with_env(fleet, env, **extra):

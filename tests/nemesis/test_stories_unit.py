@@ -382,3 +382,27 @@ def test_the_view_asks_the_active_controllers_node_not_whichever_broker(monkeypa
     assert asked == ["10.0.0.3"] and v.isr == ["n2"] and v.controller == "n3"
     no_quorum = Nemesis(StandInCluster(), ModelDB(m), Events(), rng=random.Random(1), metadata=lambda: stale)  # type: ignore[arg-type]
     assert stories.Story(no_quorum, "lrs").view(("t", 0)).isr == ["n2", "n3", "n4"]  # nobody to ask: the source
+
+
+def test_commits_without_a_cut_off_replica_are_awaited_by_offsets(monkeypatch):
+    """`wait_commits_without`: done once the leader's high watermark is `count` past the
+    cut-off replica's log end (both read from the nodes), not after a fixed time: the
+    acknowledgements right after an ISR change may all be of records every replica had."""
+    nem, ev = model_nemesis(Model())
+    hwm = iter([90, 100, 149, 150])
+    asked: list[tuple[str, bool]] = []
+
+    def offset(address: str, topic: str, partition: int, log_end: bool = False, **kw: Any) -> int:
+        asked.append((address, log_end))
+        if address == "10.0.0.4" and not log_end:
+            raise stories.TargetError("not the leader")  # a node that cannot answer: polled again
+        return 100 if log_end else next(hwm)
+
+    monkeypatch.setattr(stories, "node_offset", offset)
+    s = stories.Story(nem, "t")
+    assert s.wait_commits_without("w", ("t", 0), "n2", "n3", 50, 10)
+    done = ev[-1]["value"]
+    assert (done["step"], done["ok"], done["behind_end"], done["high_watermark"]) == ("w", True, 100, 150)
+    assert ("10.0.0.3", True) in asked and ("10.0.0.2", False) in asked
+    assert not s.wait_commits_without("w", ("t", 0), "n4", "n3", 50, 10)  # never answered: bounded
+    assert ev[-1]["value"]["ok"] is False
