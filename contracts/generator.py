@@ -260,6 +260,33 @@ class TimeLimit(Generator):
         self.gen.update(ctx, event)
 
 
+class WhileNemesisBusy(Generator):
+    """`gen`'s ops until `seconds` after the first time it is asked, then on while the
+    nemesis thread is busy with an op (a fault under way, e.g. a story: it plays out under
+    load), at most `grace` s more; ops scheduled past the limit then in force are dropped."""
+
+    def __init__(self, seconds: float, grace: float, gen: Any):
+        self.dt, self.grace = int(seconds * NS), int(grace * NS)
+        self.gen = lift(gen)
+        self.deadline: int | None = None
+
+    def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
+        if self.deadline is None:
+            self.deadline = ctx.time + self.dt
+        limit = self.deadline if NEMESIS_THREAD in ctx.free else self.deadline + self.grace
+        if ctx.time >= limit:
+            return None
+        out = self.gen.op(ctx)
+        if isinstance(out, dict) and out["time"] >= limit:
+            return None
+        if isinstance(out, Pending):
+            return Pending(limit if out.until is None else min(out.until, limit))
+        return out
+
+    def update(self, ctx: Context, event: Mapping[str, Any]) -> None:
+        self.gen.update(ctx, event)
+
+
 class Stagger(Generator):
     """Ops at random gaps uniform in [0, 2 dt] across all threads (mean rate 1/dt)."""
 
@@ -641,6 +668,10 @@ def limit(n: int, gen: Any) -> Generator:
 
 def time_limit(seconds: float, gen: Any) -> Generator:
     return TimeLimit(seconds, gen)
+
+
+def while_nemesis_busy(seconds: float, grace: float, gen: Any) -> Generator:
+    return WhileNemesisBusy(seconds, grace, gen)
 
 
 def stagger(seconds: float, gen: Any) -> Generator:

@@ -85,7 +85,7 @@ class TestOptions:
     unclean_election: bool = opt(
         False, "unclean.leader.election.enable=true: a configuration that may lose acknowledged writes "
                "(allowed by the policy), unlike --safeguard-off clean-election-only")
-    time_limit: float = opt(60.0, "seconds of workload and faults", metavar="S")
+    time_limit: float = opt(60.0, "seconds of workload and faults (the workload goes on while a fault begun before then plays out, at most as long again)", metavar="S")
     rate: float = opt(5000.0, "client ops per second at most, all threads")
     concurrency: str = opt("1n", "consuming client threads: a number, or Kn for K per node")
     in_flight: int = opt(64, "queue workload: send-only processes beside them, so up to N more sends are "

@@ -366,15 +366,18 @@ def observing(test: Test) -> Iterator[None]:
 
 
 def run_case(test: Test) -> None:
-    """The workload and the fault schedule for `--time-limit` s, the heal, then the workload's
+    """The workload and the fault schedule for `--time-limit` s (the workload longer while a
+    fault begun before then plays out, at most twice as long), the heal, then the workload's
     final phase: one generator on the interpreter (docs/harness.md "One test")."""
     o, wl = test.options, test.workload
     test.timings.lap("setup")
     _preload_reporting()
     schedule = ScheduleGenerator(test.packages, o.nemesis_interval, random.Random(f"{test.seed}/schedule"),
                                  rotate=rotates(o.nemesis))
-    main = gen.time_limit(o.time_limit, gen.any_of(gen.clients(gen.rate(o.rate, wl.generator())),
-                                                   gen.nemesis(schedule)))
+    # no fault starts after the time limit; the workload goes on while one under way plays out
+    # (a story that began late reaches its trigger under load), at most another time limit
+    main = gen.any_of(gen.while_nemesis_busy(o.time_limit, o.time_limit, gen.clients(gen.rate(o.rate, wl.generator()))),
+                      gen.time_limit(o.time_limit, gen.nemesis(schedule)))
     steps: list[Any] = [PhaseMark(test, "workload", "setup", o.time_limit), main,
                         PhaseMark(test, "heal", "workload"), gen.nemesis(gen.once(heal_op()))]
     final = wl.final_generator()

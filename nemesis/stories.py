@@ -422,7 +422,8 @@ def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
     s.sleep("b-settles", 0.5)
     # the held request goes; A is cut off from the leader now, or it rejoins the ISR at once
     s.fault("start-partition", {"drop": {b: [leader, a], leader: [b, a], a: [b, leader]}})
-    s.wait("stale-isr", tp, lambda w: b in w.isr, 8, bug_only=True)
+    # the held frame goes at TCP's next retransmission, whose backoff may have grown to seconds
+    s.wait("stale-isr", tp, lambda w: b in w.isr, 15, bug_only=True)
     s.fault("stop", [leader])
     s.wait("new-leader", tp, lambda w: w.leader not in (None, leader), 15)
     s.sleep("leads", 1.0)

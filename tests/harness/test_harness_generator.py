@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -352,3 +353,27 @@ def test_a_routed_generator_sees_an_info_completion_under_the_crashed_process():
     real = _SeesCompletions()
     run(g.clients(real), threads=3, clients=EchoClient, history=ListHistory(), rng=random.Random(1))
     assert sorted(real.completed) == [(0, "info"), (1, "ok"), (2, "ok")]
+
+
+def test_clients_go_on_while_a_fault_under_way_plays_out():
+    """`while_nemesis_busy`: past its time, client ops go on while the nemesis thread is busy
+    with an op it began before (a story under load), up to the grace; then they stop."""
+    def run_with(fault_s: float, grace: float) -> tuple[float, float]:
+        hist = ListHistory()
+        t0 = time.monotonic()
+        done: list[float] = []
+
+        def fault(op):
+            time.sleep(fault_s)
+            done.append(time.monotonic() - t0)
+
+        clients = g.while_nemesis_busy(0.3, grace, g.clients(g.stagger(0.01, g.repeat({"f": "w"}))))
+        faults = g.time_limit(0.3, g.nemesis(g.delay(0.15, g.repeat({"f": "story"}))))
+        run(g.any_of(clients, faults), threads=2, clients=EchoClient, history=hist, rng=random.Random(0), nemesis=fault)
+        last = max(e["time"] for e in hist.events if e["type"] == "invoke") / NS
+        return last, done[0]
+
+    last, fault_done = run_with(0.5, 5.0)  # the story begins at once and ends at about 0.5 s
+    assert 0.45 < fault_done - 0.05 < last <= fault_done + 0.05, (last, fault_done)
+    last, _ = run_with(2.0, 0.4)  # the grace ends it: 0.3 + 0.4 s
+    assert 0.6 < last < 0.75, last
