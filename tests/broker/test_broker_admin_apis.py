@@ -260,7 +260,8 @@ def _raw_metadata(b, topic: str) -> tuple[list[int], list[int]]:
     with RawClient(b.host, b.port) as c:
         r = c.call(k.METADATA, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
                                     "include_topic_authorized_operations": False})
-    return [x.node_id for x in r.brokers], list(r.topics[0].partitions[0].replica_nodes)
+    parts = r.topics[0].partitions  # none while `b`'s metadata lags the CreateTopics another broker answered
+    return [x.node_id for x in r.brokers], list(parts[0].replica_nodes) if parts else []
 
 
 def test_a_stuck_reassignment_is_listed_and_cancelled(cluster):
@@ -271,7 +272,8 @@ def test_a_stuck_reassignment_is_listed_and_cancelled(cluster):
     brokers[2].signal(signal.SIGSTOP)  # clients that pick broker 2 would wait: ask broker 0 only
     kp = None
     try:
-        wait_until(lambda: 2 not in _raw_metadata(brokers[0], "stuck")[0], 30, "broker 2 fenced")
+        wait_until(lambda: (m := _raw_metadata(brokers[0], "stuck")) and 2 not in m[0] and m[1], 30,
+                   "broker 2 fenced, and broker 0 knows the topic")
         # a client that never heard of broker 2; broker 0 names itself the controller
         kp = KafkaAdminClient(bootstrap_servers=brokers[0].bootstrap, request_timeout_ms=20000)
         tp = KpTP("stuck", 0)
