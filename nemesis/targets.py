@@ -124,6 +124,7 @@ def node_offset(address: str, topic: str, partition: int, log_end: bool = False,
     (ListOffsets latest), or with `log_end` the log end offset of the replica at `address`,
     leader or follower (Kafka's debug replica id -2). OSError when the node does not answer,
     TargetError when it has no such answer (e.g. not the leader)."""
+    # lazy: broker.wire imports kio (~0.25 s); as node_metadata, only this call needs it
     from broker.wire.client import RawClient
     from broker.wire.kafka import LIST_OFFSETS
 
