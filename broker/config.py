@@ -341,9 +341,8 @@ def topic_config_entries(s: BrokerSettings, topic_configs: Mapping[str, str], cl
     for name, p in props.BY_TOPIC_NAME.items():
         if name in topic_configs:
             out[name] = ConfigEntry(name, topic_configs[name], ConfigSource.TOPIC_CONFIG, p.type.config_type, p.doc)
-        elif any(p.name in configs for configs, _ in dynamic):
-            configs, source = next((c, src) for c, src in dynamic if p.name in c)
-            out[name] = ConfigEntry(name, configs[p.name], source, p.type.config_type, p.doc)
+        elif (hit := next(((c[p.name], src) for c, src in dynamic if p.name in c), None)) is not None:
+            out[name] = ConfigEntry(name, hit[0], hit[1], p.type.config_type, p.doc)
         else:
             e = _broker_entry(p, s, name)
             # a topic has no unset value: "never" is Long.MAX_VALUE there (Kafka's flush.ms);

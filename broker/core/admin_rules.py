@@ -210,18 +210,20 @@ def _apply_op(c: ConfigChange, current: str | None, topic: bool = True) -> str |
     if c.operation == CONFIG_DELETE:
         return None
     assert c.value is not None
+    topic_name = p.topic_name if p is not None else None
     if c.operation == CONFIG_SET:
-        return _valid(c.name, c.value, p.topic_name if p is not None else None)
+        return _valid(c.name, c.value, topic_name)
     if p is not None and p.type.config_type != ConfigType.LIST:
         op = "APPEND" if c.operation == CONFIG_APPEND else "SUBTRACT"
         raise AdminError(E.invalid_config, f"Can't {op} to key {c.name} because its type is not LIST.")
-    parts = [x for x in (current if current is not None else (p.default if p is not None else None) or "").split(",") if x]
+    default = p.default if p is not None else None
+    parts = [x for x in (current if current is not None else default or "").split(",") if x]
     given = [x for x in c.value.split(",") if x]
     if c.operation == CONFIG_APPEND:
         parts += [x for x in given if x not in parts]
     else:
         parts = [x for x in parts if x not in given]
-    return _valid(c.name, ",".join(parts), p.topic_name if p is not None else None)
+    return _valid(c.name, ",".join(parts), topic_name)
 
 
 def _valid(key: str, value: str, topic_name: str | None) -> str:

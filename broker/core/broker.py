@@ -758,8 +758,11 @@ class Broker:
         followers' parked fetches are answered at once (they learn the new log start), and
         the answer waits for the low watermark (Kafka's DelayedDeleteRecords)."""
         r = self.partitions.get(msg.tp)
-        err, start = (self._missing_error(msg.tp), -1) if r is None else r.delete_records(msg.offset)
-        if r is None or err is not ErrorCode.none:
+        if r is None:
+            acts.send(src, DeleteRecordsResponse(msg.correlation_id, msg.tp, self._missing_error(msg.tp)))
+            return
+        err, start = r.delete_records(msg.offset)
+        if err is not ErrorCode.none:
             acts.send(src, DeleteRecordsResponse(msg.correlation_id, msg.tp, err))
             return
         ev = ReplicaEvents()
