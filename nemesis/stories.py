@@ -200,36 +200,35 @@ class Story:
                 return None
             time.sleep(POLL_S)
 
+    def poll(self, step: str, check: Callable[[], tuple[bool, dict[str, Any]]], timeout: float) -> bool:
+        """Call `check` every POLL_S until it says done or `timeout` s pass; records the
+        step with the fields of its last answer. `check` returns (done, fields)."""
+        t0 = time.monotonic()
+        while True:
+            done, fields = check()
+            if done or time.monotonic() - t0 >= timeout * TIME_SCALE:
+                self.step(step, ok=done, waited_s=round(time.monotonic() - t0, 2), **fields)
+                return done
+            time.sleep(POLL_S)
+
     def wait_dropped(self, step: str, node: str, timeout: float) -> bool:
         """Poll until the frame rules on `node` have dropped a packet (a held request was
         sent) or `timeout` s; records the step."""
-        t0 = time.monotonic()
-        while True:
-            if self.nem.net.frames_dropped(node) > 0:
-                self.step(step, ok=True, waited_s=round(time.monotonic() - t0, 2))
-                return True
-            if time.monotonic() - t0 >= timeout * TIME_SCALE:
-                self.step(step, ok=False, waited_s=round(time.monotonic() - t0, 2))
-                return False
-            time.sleep(POLL_S)
+        return self.poll(step, lambda: (self.nem.net.frames_dropped(node) > 0, {}), timeout)
 
     def wait_live(self, step: str, node: str, timeout: float) -> bool:
         """Poll until the active controller's node lists `node` among the live (unfenced)
         brokers or `timeout` s; records the step."""
         addrs = {n.name: n.address for n in self.nem.cluster.nodes}
 
-        def live() -> bool:
+        def live() -> tuple[bool, dict[str, Any]]:
             ctl = self.active_controller(addrs)
             try:
-                return ctl is not None and addrs[node] in node_metadata(addrs[ctl]).brokers.values()
+                return ctl is not None and addrs[node] in node_metadata(addrs[ctl]).brokers.values(), {}
             except OSError:
-                return False
+                return False, {}
 
-        t0 = time.monotonic()
-        while not (ok := live()) and time.monotonic() - t0 < timeout * TIME_SCALE:
-            time.sleep(POLL_S)
-        self.step(step, ok=ok, waited_s=round(time.monotonic() - t0, 2))
-        return ok
+        return self.poll(step, live, timeout)
 
     def wait_commits_without(self, step: str, tp: TP, leader: str, behind: str, count: int, timeout: float) -> bool:
         """Poll until the high watermark at `leader` is `count` records past the log end of
@@ -238,20 +237,17 @@ class Story:
         the acknowledgements that follow an ISR change may all be of records every replica
         had (the backlog of a stalled high watermark). Records the step; False at `timeout` s."""
         addrs = {n.name: n.address for n in self.nem.cluster.nodes}
-        t0, got = time.monotonic(), {}
-        while True:
+        got: dict[str, Any] = {}
+
+        def committed() -> tuple[bool, dict[str, Any]]:
             try:
-                got = {"behind_end": node_offset(addrs[behind], *tp, log_end=True),
-                       "high_watermark": node_offset(addrs[leader], *tp)}
-                if got["high_watermark"] >= got["behind_end"] + count:
-                    self.step(step, ok=True, waited_s=round(time.monotonic() - t0, 2), **got)
-                    return True
+                end, hwm = node_offset(addrs[behind], *tp, log_end=True), node_offset(addrs[leader], *tp)
             except (OSError, TargetError):
-                pass
-            if time.monotonic() - t0 >= timeout * TIME_SCALE:
-                self.step(step, ok=False, waited_s=round(time.monotonic() - t0, 2), **got)
-                return False
-            time.sleep(POLL_S)
+                return False, got  # the last pair both nodes answered
+            got.update(behind_end=end, high_watermark=hwm)
+            return got["high_watermark"] >= got["behind_end"] + count, got
+
+        return self.poll(step, committed, timeout)
 
     def undo(self) -> None:
         """Heal what this story did (network, paused and stopped nodes)."""
