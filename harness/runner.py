@@ -352,7 +352,9 @@ def history_open(test: Test) -> Iterator[None]:
 @contextmanager
 def observing(test: Test) -> Iterator[None]:
     """The cluster-state observer (`nemesis.observer`: the broker's partitions) while the
-    workload runs; its figures go to test.json's `observer`. Other DBs are not observed."""
+    workload runs, and afterwards until every partition has a leader and a full ISR again
+    (at most `--recovery-time-limit` s: the history ends with the recovered cluster); its
+    figures go to test.json's `observer`. Other DBs are not observed."""
     if not isinstance(test.db, BrokerDB):
         yield
         return
@@ -360,6 +362,7 @@ def observing(test: Test) -> Iterator[None]:
                                {n.name: n.address for n in test.cluster.nodes}, test.history).start()
     try:
         yield
+        observer.wait_whole(test.options.recovery_time_limit)
     finally:
         observer.stop()
         test.record["observer"] = observer.stats.to_dict()

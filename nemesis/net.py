@@ -29,6 +29,12 @@ def frame_test(head: bytes) -> str:
     return f"0>>22&0x3C@12>>26&0x3C@4=0x{head.hex()}"
 
 
+def frame_mark(head: bytes) -> int:
+    """The conntrack mark (low 16 bits) of connections held for frames with `head`: one per
+    message type, so holding one kind never drops a connection marked for another."""
+    return 0x5700 | head[3]
+
+
 def _parallel(nodes: list[Node], fn: Any) -> list[Any]:
     if not nodes:
         return []
@@ -55,9 +61,13 @@ class IptablesNet:
         (handshakes, ACKs, pings, requests and empty answers) still pass, data-carrying
         answers do not, so a peer keeps hearing requests it cannot usefully answer.
 
-        `frame` drops only TCP segments whose payload holds these 4 bytes after its first 4
-        (a length-prefixed frame's head, e.g. a message type): one kind of request is held
-        in the network, and sent again by its sender's retries, while the rest passes."""
+        `frame` holds the TCP connections on which a segment starts with that frame head
+        (these 4 bytes after its first 4: a length-prefixed frame's head, e.g. a message
+        type): that segment marks its connection (conntrack mark `frame_mark`) and every
+        later packet from the sources on a marked connection is dropped too. One kind of
+        request is held in the network, retries and TCP retransmissions included (a
+        match on the head alone let a retransmission through that Linux had merged with
+        the segment before it), while other connections pass."""
         todo = [(self.nodes[d], sorted(srcs)) for d, srcs in grudge.items() if srcs]
 
         def one(item: tuple[Node, list[str]]) -> None:
@@ -66,9 +76,12 @@ class IptablesNet:
             match = "-m conntrack --ctstate NEW " if new_only else ""
             if min_bytes is not None:
                 match += f"-m length --length {int(min_bytes)}:65535 "
+            rules = [f"{match}-j DROP"]
             if frame is not None:
-                match += f"-p tcp -m u32 --u32 '{frame_test(frame)}' "
-            node.sh(f"{_ENSURE} && iptables -w -A {CHAIN} -s {ips} {match}-j DROP", timeout=30)
+                mark = f"{frame_mark(frame):#x}/0xffff"
+                rules = [f"-p tcp -m u32 --u32 '{frame_test(frame)}' -j CONNMARK --set-xmark {mark}",
+                         f"-p tcp -m connmark --mark {mark} -j DROP"]
+            node.sh(" && ".join([_ENSURE, *(f"iptables -w -A {CHAIN} -s {ips} {r}" for r in rules)]), timeout=30)
 
         if todo:
             with ThreadPoolExecutor(max_workers=min(16, len(todo))) as ex:
@@ -86,7 +99,8 @@ class IptablesNet:
             f"iptables -w -F {CHAIN} 2>/dev/null; iptables -w -X {CHAIN} 2>/dev/null; true", timeout=30))
 
     def frames_dropped(self, node: str) -> int:
-        """How many packets the `frame` rules on `node` have dropped since they were added."""
+        """How many segments that start a held frame the `frame` rules on `node` have seen since
+        they were added (each was dropped)."""
         res = self.nodes[node].sh(f"iptables -w -L {CHAIN} -n -v -x 2>/dev/null; true", timeout=30)
         return sum(int(line.split()[0]) for line in res.stdout.splitlines() if " u32 " in line)
 

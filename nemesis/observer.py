@@ -33,6 +33,7 @@ tell when a replica was back in the ISR.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,13 +52,22 @@ class ObserverStats:
     failed: int = 0
     events: int = 0
     last_error: str | None = None
+    whole_after_s: float | None = None  # `wait_whole`'s wait; None: not whole within its limit (or not asked)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"polls": self.polls, "failed": self.failed, "events": self.events, "last_error": self.last_error}
+        return {"polls": self.polls, "failed": self.failed, "events": self.events, "last_error": self.last_error,
+                "whole_after_s": self.whole_after_s}
 
 
 def _name(ids: dict[int, str], broker_id: int) -> str:
     return ids.get(broker_id, f"broker:{broker_id}")
+
+
+def is_whole(value: Mapping[str, Any] | None) -> bool:
+    """Whether an observed state (`state_of`) has a leader for every partition and every
+    replica in its ISR."""
+    return value is not None and all(p["leader"] is not None and set(p["isr"]) >= set(p["replicas"])
+                                     for p in value["partitions"].values())
 
 
 def state_of(md: Metadata, ids: dict[int, str]) -> dict[str, Any]:
@@ -111,6 +121,23 @@ class ClusterObserver:
         self._last = value
         self.stats.events += 1
         return ev
+
+    def wait_whole(self, timeout: float) -> float | None:
+        """Wait until the last observed state `is_whole` (the observer thread polls on) or
+        `timeout` s pass: the seconds waited, or None; kept in the stats. The runner calls it
+        after the final phase, so the history ends with the recovered cluster (a replica that
+        never rejoins its ISR shows in the last state)."""
+        t0, answered = time.monotonic(), self.stats.polls - self.stats.failed
+        while True:
+            waited = round(time.monotonic() - t0, 2)
+            # an answer since the wait began: the last state could date from before it
+            if self.stats.polls - self.stats.failed > answered and is_whole(self._last):
+                self.stats.whole_after_s = waited
+                return waited
+            if waited >= timeout:
+                self.stats.whole_after_s = None
+                return None
+            time.sleep(min(self.interval, 0.1))
 
     def _run(self) -> None:
         while not self._stop.is_set():

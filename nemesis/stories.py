@@ -33,7 +33,16 @@ POLL_S = 0.2
 TIME_SCALE = 1.0  # multiplies every wait's bound (tests of the step logic shrink it)
 LOSSY_GAP_S = 12.5  # a lossy fault waits this long after the previous one (checkers.lossy's 12 s rule)
 COMMITS_WITHOUT = 50  # records a story waits to see committed without a cut-off replica
-LARGE_BYTES = 300  # packets this long carry records; requests, empty answers and pings are shorter
+
+
+def starve(node: str, leader: str, **extra: Any) -> dict[str, Any]:
+    """A raw grudge under which `node` gets none of `leader`'s fetch answers (the TCP segments
+    that start a FetchResponse frame are dropped, and the link stalls behind them): its fetch
+    requests still reach the leader, whose view of its fetch offset stands still, however
+    light the traffic. Dropping only packets of 300 bytes or more missed answers that carry
+    one small batch (about 200 bytes): under 125 records/s a follower kept up, and
+    stale-alter-partition's leader proposed no shrink in 50 s."""
+    return {"drop": {node: [leader]}, "frame": "FetchResponse", **extra}
 
 
 class StoryError(RuntimeError):
@@ -313,7 +322,7 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
     leader (their requests still reach it), C a moment before B; C shuts down, so the leader
     commits on [leader, B] what C lacks; the leader shuts down and B leads with a stale local
     high watermark and LESO at its log end. C comes back fetching from B but gets no records
-    (answers that carry data are dropped): its fetch offset is past B's stale high watermark,
+    (its fetch answers are dropped): its fetch offset is past B's stale high watermark,
     so without the LESO rule B adds it to the ISR. B crashes; C is elected without the writes."""
     tp, v = s.choose(candidates, 2)
     leader, (b, c) = v.leader, v.followers[:2]
@@ -327,7 +336,7 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("stop", [leader])
     if s.wait("b-elected", tp, lambda w: w.leader == b, 20) is None:
         return
-    s.fault("start-partition", {"drop": {c: [b]}, "min_bytes": LARGE_BYTES})
+    s.fault("start-partition", starve(c, b))
     s.fault("start", [c])
     joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6, bug_only=True)
     if joined is not None:
@@ -359,7 +368,7 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     if ctl is None or ctl in v.replicas:
         raise StoryError("wipe-follower cuts the leader from the controller: the controller must not be a replica")
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    lag = {"drop": {f: [leader]}, "min_bytes": LARGE_BYTES}
+    lag = starve(f, leader)
     s.fault("start-partition", lag)
     s.crash_restart(f)
     if s.wait("f-out-of-isr", tp, lambda w: f not in w.isr, 8) is None:
@@ -403,7 +412,7 @@ def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
     hold = {"drop": {ctl: [leader]}, "frame": "AlterPartitionRequest"}
     s.fault("start-partition", hold)
-    s.fault("start-partition", {"drop": {a: [leader]}, "min_bytes": LARGE_BYTES, "keep": True})
+    s.fault("start-partition", starve(a, leader, keep=True))
     if not s.wait_dropped("shrink-held", ctl, 50):
         return
     s.fault("start-partition", hold)  # A fetches again; B is cut off from everyone

@@ -71,7 +71,7 @@ def test_power_loss_of_one_node_at_a_time_is_judged_strictly(tmp_path):
             seen = [x["node"] in e["isr"] for e in changes if e["tp"] == k and t < e["time"] < until]
             assert False in seen and seen[-1] is True, (x, k, seen)
     obs = json.loads((run / "test.json").read_text())["observer"]
-    assert obs["events"] == len(states) >= 1 and obs["polls"] > obs["failed"]
+    assert obs["events"] == len(states) >= 1 and obs["polls"] > obs["failed"] and obs["whole_after_s"] is not None
     assert "Lossy shutdowns" in (run / "report.html").read_text()
 
     # wrack analyze recomputes it from the stored history; without the observer's events

@@ -1,6 +1,7 @@
 """The cluster-state observer (`nemesis.observer`) as a unit: metadata answers in, history
 events out (a real HistoryWriter). Node names by address, an id once seen keeps its name,
-events only on change, failed polls counted and skipped, stop idempotent. The real cluster
+events only on change, failed polls counted and skipped, stop idempotent, the wait for a
+whole cluster (a leader and a full ISR everywhere) after the run. The real cluster
 is observed in tests/harness/test_harness_e2e_policy.py."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from contracts.history import HistoryWriter, fault_windows, read_events
-from nemesis.observer import ClusterObserver, state_of
+from nemesis.observer import ClusterObserver, is_whole, state_of
 from nemesis.targets import Metadata, PartitionInfo
 
 ADDR = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
@@ -45,7 +46,7 @@ def test_events_only_on_change_and_failures_are_skipped(tmp_path):
         got = [obs.poll() for _ in range(5)]
     assert [g is not None for g in got] == [True, False, False, True, True]
     assert obs.stats.to_dict() == {"polls": 5, "failed": 1, "events": 3,
-                                   "last_error": "RuntimeError: broker transport failure"}
+                                   "last_error": "RuntimeError: broker transport failure", "whole_after_s": None}
     evs = list(read_events(tmp_path / "h.jsonl"))
     assert [e["f"] for e in evs] == ["cluster-state"] * 3 and all(e["process"] == "nemesis" for e in evs)
     # n3's broker left the metadata's broker list (fenced): still named n3 as a replica
@@ -69,3 +70,39 @@ def test_the_thread_polls_until_stopped(tmp_path):
         assert not obs._thread.is_alive()
     assert obs.stats.polls >= 1 and obs.stats.events == 1
     assert obs.poll() is None  # after stop: nothing appended (the history may be closed)
+
+
+def test_wait_whole_waits_for_a_fresh_answer_with_full_isrs(tmp_path):
+    ids = {0: "n1", 1: "n2", 2: "n3"}
+    assert is_whole(state_of(md([0, 1, 2]), ids)) and is_whole(state_of(md([2, 0, 1]), ids))
+    assert not is_whole(state_of(md([0, 1]), ids)) and not is_whole(state_of(md([0, 1, 2], leader=-1), ids))
+    assert not is_whole(None)
+    # whole before the wait, then a replica out, then a failing poll, then back in the ISR
+    answers = [md([0, 1, 2]), md([0, 1]), RuntimeError("down"), md([0, 1]), md([0, 1, 2])]
+    lock = threading.Lock()
+
+    def source():
+        with lock:
+            a = answers.pop(0) if len(answers) > 1 else answers[0]
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+    with HistoryWriter(tmp_path / "h.jsonl") as h:
+        obs = ClusterObserver(source, ADDR, h, interval=0.05)
+        obs.poll()
+        obs.start()
+        waited = obs.wait_whole(10)
+        obs.stop()
+    assert waited is not None and obs.stats.whole_after_s == waited
+    assert answers == [md([0, 1, 2])] and obs.stats.failed == 1
+    states = [e["value"] for e in read_events(tmp_path / "h.jsonl")]
+    assert [len(s["partitions"]["queue0-0"]["isr"]) for s in states] == [3, 2, 3]
+
+
+def test_wait_whole_gives_up_after_its_limit(tmp_path):
+    with HistoryWriter(tmp_path / "h.jsonl") as h:
+        obs = ClusterObserver(lambda: md([0, 1]), ADDR, h, interval=0.05).start()
+        assert obs.wait_whole(0.3) is None
+        obs.stop()
+    assert obs.stats.whole_after_s is None and obs.stats.events == 1

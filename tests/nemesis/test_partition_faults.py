@@ -79,3 +79,54 @@ def test_isolate_the_leader_named_by_the_metadata(make_backend_cluster, tmp_path
     assert reach == {("n1", "n3"), ("n3", "n1")}
     nem.heal_all()
     assert reachability(c) == all_pairs(c)
+
+
+SINK = """
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 7301)); s.listen(8)
+def serve(c):
+    tag = c.recv(1)
+    while True:
+        b = c.recv(65536)
+        if not b:
+            return
+        with open(sys.argv[2], "a") as f:
+            f.write(tag.decode() + ":" + b.hex() + "\\n")
+while True:
+    threading.Thread(target=serve, args=(s.accept()[0],), daemon=True).start()
+"""
+
+SEND = """
+import socket, sys, time
+def conn(tag):
+    c = socket.create_connection((sys.argv[1], 7301)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.sendall(tag); time.sleep(0.2); return c
+frame = lambda head: (8).to_bytes(4, "big") + head + b"data"
+a, b = conn(b"a"), conn(b"b")
+a.sendall(frame(b"OKOK")); time.sleep(0.3)
+a.sendall(frame(b"HOLD")); time.sleep(0.3)
+a.sendall(frame(b"OKOK")); b.sendall(frame(b"OKOK")); time.sleep(2)
+"""
+
+
+def test_a_held_frame_holds_its_connection(make_backend_cluster, tmp_path):
+    """`frame` holds: the segment starting that frame is dropped and so is everything after it on
+    its connection (a frame of another kind behind it, for the 2 s the sender waits),
+    while another connection between the same nodes passes."""
+    from clusters.node import DaemonSpec
+
+    c, nem, _ = _setup(make_backend_cluster, 2, tmp_path)
+    n1, n2 = c.nodes
+    got = n2.path("sink.out")
+    n2.start_daemon(DaemonSpec("sink", ["python3", "-c", SINK, n2.address, got], n2.path("sink.pid"),
+                               n2.path("sink.log")))
+    n2.sh("for i in $(seq 50); do ss -ltn | grep -q :7301 && break; sleep 0.1; done")
+    nem.net.drop({"n2": {"n1"}}, frame=b"HOLD")
+    n1.exec(["python3", "-c", SEND, n2.address], timeout=30)
+    lines = n2.sh(f"cat {got}").stdout.split()
+    ok = ((8).to_bytes(4, "big") + b"OKOKdata").hex()
+    assert sorted(lines) == [f"a:{ok}", f"b:{ok}"], lines
+    assert nem.net.frames_dropped("n2") >= 1
+    nem.heal_all()
+    assert nem.net.rules("n2") == [] and reachability(c) == all_pairs(c)
