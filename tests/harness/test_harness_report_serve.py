@@ -273,3 +273,17 @@ def test_check_run_reads_the_history_twice(tmp_path, monkeypatch):
     assert res["valid"] is True and res["liveness"]["checked"] is False
     assert res["history"] == {"events": 164, "dropped_lines": 0, "dropped_reason": "", "never_completed": 0,
                               "ok": 81, "fail": 0, "info": 0}
+
+
+def test_report_says_whether_replication_recovered():
+    from harness.report import RunData
+
+    none = {"share": None, "ok": 0, "completed": 0}
+    liveness = {"checked": False, "reason": "no final heal", "first_ok_send_after_fault": [], "first_ok_send_after_heal": [],
+                "availability": {k: {"sends": none} for k in ("in_faults", "outside_faults", "after_heals")}}
+    html = render_report(RunData(test={"observer": {"whole_after_s": 4.25}}, results={"liveness": liveness}))
+    assert "every partition had a leader and a full ISR 4.2 s after the final phase" in html
+    html = render_report(RunData(test={"observer": {"whole_after_s": None}, "options": {"recovery_time_limit": 30}},
+                                 results={"liveness": liveness}))
+    assert "Replication did not recover:</strong>" in html and "ISR 30 s after the final phase" in html
+    assert "Replication" not in render_report(RunData(test={"observer": {"polls": 3}}, results={"liveness": liveness}))
