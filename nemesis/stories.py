@@ -306,8 +306,9 @@ def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
     stops hearing the leader and the first follower B (its requests still reach the leader,
     which counts what C fetched: C's high watermark stays behind acknowledged writes). The
     leader shuts down: B is elected and C follows it in a new epoch (pre-KIP-101 truncating to
-    its stale high watermark) without reaching it; B crashes right away (and stays down until
-    the controller fences it) and C, the last ISR member, is elected. With epoch-based truncation C kept every acknowledged write."""
+    its stale high watermark) without reaching it; B crash-restarts right away (its new
+    registration fences the old one, and C, the last ISR member, is elected; B, cut off from
+    C, cannot rejoin). With epoch-based truncation C kept every acknowledged write."""
     tp, v = s.choose(candidates, 2)
     leader, (b, c) = v.leader, v.followers[:2]
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
@@ -316,11 +317,11 @@ def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("stop", [leader])
     if s.wait("b-elected", tp, lambda w: w.leader == b, 20) is None:
         return
-    s.fault("kill", [b])
+    s.crash_restart(b)  # not kill and wait for the fence: the session timeout cost ~8 s a story
     s.wait("c-elected", tp, lambda w: w.leader == c, 20)
     s.sleep("c-leads", 1.0)
     s.fault("stop-partition")
-    s.fault("start", [leader, b])
+    s.fault("start", [leader])
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
@@ -330,7 +331,8 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
     commits on [leader, B] what C lacks; the leader shuts down and B leads with a stale local
     high watermark and LESO at its log end. C comes back fetching from B but gets no records
     (answers that carry data are dropped): its fetch offset is past B's stale high watermark,
-    so without the LESO rule B adds it to the ISR. B crashes; C is elected without the writes."""
+    so without the LESO rule B adds it to the ISR. B crash-restarts; C is elected without the
+    writes. With the rule C stays out, and the story ends there."""
     tp, v = s.choose(candidates, 2)
     leader, (b, c) = v.leader, v.followers[:2]
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
@@ -350,7 +352,7 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
     s.fault("start", [c])
     joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6, bug_only=True)
     if joined is not None:
-        s.fault("kill", [b])
+        s.crash_restart(b)
         s.wait("c-elected", tp, lambda w: w.leader == c, 20)
         s.sleep("c-leads", 1.0)
     s.fault("stop-partition")
@@ -390,13 +392,15 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     s.lossy("wipe", [f])
     s.sleep("f-re-registers", 2.0)
     s.fault("start-partition", lag)  # the leader reaches the controller again: its proposal goes out
-    s.wait("f-in-isr", tp, lambda w: f in w.isr, 3, bug_only=True)
-    s.fault("start-partition", {"drop": {f: [leader, x], leader: [f], x: [f]}})
-    s.fault("stop", [leader, x])
-    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 6, bug_only=True)  # F elected
-    s.sleep("leads", 1.0)
+    # F out of the ISR: the check held, and F cannot be elected (it is starved: it never
+    # catches up); the story ends without stopping the others (saves ~10 s a story)
+    if s.wait("f-in-isr", tp, lambda w: f in w.isr, 3, bug_only=True) is not None:
+        s.fault("start-partition", {"drop": {f: [leader, x], leader: [f], x: [f]}})
+        s.fault("stop", [leader, x])
+        s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 6, bug_only=True)  # F elected
+        s.sleep("leads", 1.0)
     s.fault("stop-partition")
-    s.fault("start", [leader, x])
+    s.undo()
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
@@ -440,12 +444,12 @@ def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
     # not longer: A, cut off from the leader now, leaves the ISR after replica.lag.time.max.ms
     # (10 s in the test clusters), and with it the partition's last candidate but the leader
     # (seen with 15 s: no leader after the leader stopped, and the story took the whole run)
-    s.wait("stale-isr", tp, lambda w: b in w.isr, 8, bug_only=True)
-    s.fault("stop", [leader])
-    s.wait("new-leader", tp, lambda w: w.leader not in (None, leader), 15)
-    s.sleep("leads", 1.0)
+    if s.wait("stale-isr", tp, lambda w: b in w.isr, 8, bug_only=True) is not None:
+        s.fault("stop", [leader])
+        s.wait("new-leader", tp, lambda w: w.leader not in (None, leader), 15)
+        s.sleep("leads", 1.0)
     s.fault("stop-partition")
-    s.fault("start", [leader])
+    s.undo()
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 
