@@ -272,6 +272,9 @@ class Node:
                 fetch_timeout_ms=s.controller_quorum_fetch_timeout_ms,
                 request_timeout_ms=s.controller_quorum_request_timeout_ms,
                 retry_backoff_ms=s.controller_quorum_retry_backoff_ms,
+                # KIP-996 (Kafka 4.0, no setting): a voter cut off from the leader alone
+                # cannot take over while the others still hear from it
+                pre_vote=True,
             ),
             random.Random(), state, now,
         )
