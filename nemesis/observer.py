@@ -126,7 +126,10 @@ class ClusterObserver:
         """Wait until the last observed state `is_whole` (the observer thread polls on) or
         `timeout` s pass: the seconds waited, or None; kept in the stats. The runner calls it
         after the final phase, so the history ends with the recovered cluster (a replica that
-        never rejoins its ISR shows in the last state)."""
+        never rejoins its ISR shows in the last state). None at once when nothing was ever
+        observed (no broker answered in the whole run: the noop workload's runs)."""
+        if self._last is None:
+            return None
         t0, answered = time.monotonic(), self.stats.polls - self.stats.failed
         while True:
             waited = round(time.monotonic() - t0, 2)

@@ -7,6 +7,7 @@ is observed in tests/harness/test_harness_e2e_policy.py."""
 from __future__ import annotations
 
 import threading
+import time
 
 from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.observer import ClusterObserver, is_whole, state_of
@@ -106,3 +107,15 @@ def test_wait_whole_gives_up_after_its_limit(tmp_path):
         assert obs.wait_whole(0.3) is None
         obs.stop()
     assert obs.stats.whole_after_s is None and obs.stats.events == 1
+
+
+def test_wait_whole_does_not_wait_when_nothing_was_ever_observed(tmp_path):
+    def down():
+        raise RuntimeError("broker transport failure")
+
+    with HistoryWriter(tmp_path / "h.jsonl") as h:
+        obs = ClusterObserver(down, ADDR, h, interval=0.05).start()
+        t0 = time.monotonic()
+        assert obs.wait_whole(30) is None and time.monotonic() - t0 < 5
+        obs.stop()
+    assert obs.stats.whole_after_s is None and obs.stats.events == 0

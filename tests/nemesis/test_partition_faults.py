@@ -110,13 +110,13 @@ a.sendall(frame(b"OKOK")); b.sendall(frame(b"OKOK")); time.sleep(2)
 """
 
 
-def test_a_held_frame_holds_its_connection(make_backend_cluster, tmp_path):
+def test_a_held_frame_holds_its_connection(make_cluster, tmp_path):
     """`frame` holds: the segment starting that frame is dropped and so is everything after it on
     its connection (a frame of another kind behind it, for the 2 s the sender waits),
     while another connection between the same nodes passes."""
     from clusters.node import DaemonSpec
 
-    c, nem, _ = _setup(make_backend_cluster, 2, tmp_path)
+    c, nem, _ = _setup(make_cluster, 2, tmp_path)  # namespaces only: a container's iptables is the same
     n1, n2 = c.nodes
     got = n2.path("sink.out")
     n2.start_daemon(DaemonSpec("sink", ["python3", "-c", SINK, n2.address, got], n2.path("sink.pid"),
