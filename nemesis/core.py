@@ -191,9 +191,7 @@ class Nemesis:
         min_bytes = spec.get("min_bytes") if raw else None
         frame = self._frame_head(spec["frame"]) if raw and spec.get("frame") else None
         keep = raw and spec.get("keep")
-        if self.partitioned and not keep:
-            self.net.heal()
-        self.net.drop(g, new_only=new_only, min_bytes=min_bytes, frame=frame)
+        self.net.drop(g, new_only=new_only, min_bytes=min_bytes, frame=frame, replace=not keep)
         self.partitioned = True
         drops = ("new-connections" if new_only else f">= {min_bytes} bytes" if min_bytes
                  else f"{spec['frame']} frames" if frame else "all")

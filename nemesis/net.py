@@ -49,7 +49,7 @@ class IptablesNet:
         self.nodes = {n.name: n for n in nodes}
 
     def drop(self, grudge: Grudge, *, new_only: bool = False, min_bytes: int | None = None,
-             frame: bytes | None = None) -> None:
+             frame: bytes | None = None, replace: bool = False) -> None:
         """Add DROP rules so that each node drops the packets of the nodes in its grudge.
 
         `new_only` drops only packets that open connections (conntrack state NEW): the node
@@ -65,27 +65,38 @@ class IptablesNet:
         (these 4 bytes after its first 4: a length-prefixed frame's head, e.g. a message
         type): that segment marks its connection (conntrack mark `frame_mark`) and every
         later packet from the sources on a marked connection is dropped too. One kind of
-        request is held in the network, retries and TCP retransmissions included (a
-        match on the head alone let a retransmission through that Linux had merged with
-        the segment before it), while other connections pass."""
-        todo = [(self.nodes[d], sorted(srcs)) for d, srcs in grudge.items() if srcs]
+        request is held in the network, retries and TCP retransmissions included, while
+        other connections pass.
 
-        def one(item: tuple[Node, list[str]]) -> None:
-            node, srcs = item
+        `replace`: every node's rules become exactly these (a node outside the grudge loses
+        its own), in one iptables-restore commit per node, so a rule kept across the change
+        never lapses (flushing, then adding, let a held request's retransmission through
+        the gap)."""
+        rules = self._rules(new_only, min_bytes, frame)
+
+        def one(node: Node) -> None:
+            srcs = sorted(grudge.get(node.name, ()))
             ips = ",".join(self.nodes[s].address for s in srcs)
-            match = "-m conntrack --ctstate NEW " if new_only else ""
-            if min_bytes is not None:
-                match += f"-m length --length {int(min_bytes)}:65535 "
-            rules = [f"{match}-j DROP"]
-            if frame is not None:
-                mark = f"{frame_mark(frame):#x}/0xffff"
-                rules = [f"-p tcp -m u32 --u32 '{frame_test(frame)}' -j CONNMARK --set-xmark {mark}",
-                         f"-p tcp -m connmark --mark {mark} -j DROP"]
-            node.sh(" && ".join([_ENSURE, *(f"iptables -w -A {CHAIN} -s {ips} {r}" for r in rules)]), timeout=30)
+            lines = [f"-A {CHAIN} -s {ips} {r}" for r in rules] if srcs else []
+            if replace:
+                text = "\n".join(["*filter", f"-F {CHAIN}", *lines, "COMMIT", ""])
+                node.sh(f"{_ENSURE} && iptables-restore -w --noflush <<'RULES'\n{text}RULES", timeout=30)
+            elif lines:
+                node.sh(" && ".join([_ENSURE, *(f"iptables -w {x}" for x in lines)]), timeout=30)
 
-        if todo:
-            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as ex:
-                list(ex.map(one, todo))
+        _parallel(list(self.nodes.values()), one)
+
+    @staticmethod
+    def _rules(new_only: bool, min_bytes: int | None, frame: bytes | None) -> list[str]:
+        """The match and target of each rule a grudge's sources get (see `drop`)."""
+        if frame is not None:
+            mark = f"{frame_mark(frame):#x}/0xffff"
+            return [f'-p tcp -m u32 --u32 "{frame_test(frame)}" -j CONNMARK --set-xmark {mark}',
+                    f"-p tcp -m connmark --mark {mark} -j DROP"]
+        match = "-m conntrack --ctstate NEW " if new_only else ""
+        if min_bytes is not None:
+            match += f"-m length --length {int(min_bytes)}:65535 "
+        return [f"{match}-j DROP"]
 
     def heal(self) -> None:
         """Flush the harness's chain on every node (other rules stay)."""

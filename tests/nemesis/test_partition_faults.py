@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import threading
+import time
 
 import pytest
 from netcheck import all_pairs, reachability, start_listeners
@@ -112,8 +114,9 @@ a.sendall(frame(b"OKOK")); b.sendall(frame(b"OKOK")); time.sleep(2)
 
 def test_a_held_frame_holds_its_connection(make_cluster, tmp_path):
     """`frame` holds: the segment starting that frame is dropped and so is everything after it on
-    its connection (a frame of another kind behind it, for the 2 s the sender waits),
-    while another connection between the same nodes passes."""
+    its connection (a frame of another kind behind it, for the 2 s the sender waits, while
+    the hold is replaced by itself ten times: `replace` is one commit, no gap), while
+    another connection between the same nodes passes."""
     from clusters.node import DaemonSpec
 
     c, nem, _ = _setup(make_cluster, 2, tmp_path)  # namespaces only: a container's iptables is the same
@@ -123,7 +126,12 @@ def test_a_held_frame_holds_its_connection(make_cluster, tmp_path):
                                n2.path("sink.log")))
     n2.sh("for i in $(seq 50); do ss -ltn | grep -q :7301 && break; sleep 0.1; done")
     nem.net.drop({"n2": {"n1"}}, frame=b"HOLD")
-    n1.exec(["python3", "-c", SEND, n2.address], timeout=30)
+    sender = threading.Thread(target=n1.exec, args=(["python3", "-c", SEND, n2.address],), kwargs={"timeout": 30})
+    sender.start()
+    time.sleep(1.0)
+    for _ in range(10):  # the same hold put in force again while TCP retransmits: it never lapses
+        nem.net.drop({"n2": {"n1"}}, frame=b"HOLD", replace=True)
+    sender.join(30)
     lines = n2.sh(f"cat {got}").stdout.split()
     ok = ((8).to_bytes(4, "big") + b"OKOKdata").hex()
     assert sorted(lines) == [f"a:{ok}", f"b:{ok}"], lines
