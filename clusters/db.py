@@ -33,6 +33,7 @@ import signal
 import socket
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -254,6 +255,16 @@ class ServiceDB:
                                     f" after {timeout:g} s") from e
                 time.sleep(0.1)
 
+    def start_all(self, timeout: float = 60.0) -> None:
+        """Set up and start the daemon on every node (in parallel), wait until each is ready
+        (`wait_ready`, `timeout` s each), then until the cluster serves (`prepare`)."""
+        nodes = self.cluster.nodes
+        with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as ex:
+            list(ex.map(self.setup, nodes))
+            list(ex.map(self.start, nodes))
+            list(ex.map(lambda n: self.wait_ready(n, timeout), nodes))
+        self.prepare(timeout)
+
 
 class BrokerDB(ServiceDB):
     """The broker on every node of `cluster`; see the module docstring."""
@@ -271,19 +282,25 @@ class BrokerDB(ServiceDB):
         n = self.opts.controllers if self.opts.controllers is not None else default_controllers(len(self.cluster.nodes))
         return list(self.cluster.nodes[: max(1, n)])
 
-    def active_controller(self) -> str | None:
-        """The address of the node running the active controller (the quorum leader), None
-        if none is known or it is not running. Read from the voters' quorum-state files
-        (broker/server/quorum_store.py): the leader named in the highest epoch."""
-        voters = self.controller_nodes()
-        by_id = {self.node_id(n): n for n in voters}
-        best: tuple[int, int] = (-1, -1)
-        for node in voters:
+    def quorum_states(self) -> dict[str, tuple[int, int]]:
+        """Each voter's (epoch, leader id) from its quorum-state file
+        (broker/server/quorum_store.py); a voter whose file cannot be read is left out."""
+        out = {}
+        for node in self.controller_nodes():
             try:
                 state = json.loads(node.read_file(os.path.join(self.data_dir(node), "quorum-state")))
-                epoch, leader = int(state["epoch"]), int(state["leader_id"])
+                out[node.name] = (int(state["epoch"]), int(state["leader_id"]))
             except (NodeError, OSError, ValueError, KeyError, TypeError):
                 continue
+        return out
+
+    def active_controller(self) -> str | None:
+        """The address of the node running the active controller (the quorum leader), None
+        if none is known or it is not running: the leader named in the highest epoch of
+        `quorum_states`."""
+        by_id = {self.node_id(n): n for n in self.controller_nodes()}
+        best: tuple[int, int] = (-1, -1)
+        for epoch, leader in self.quorum_states().values():
             if leader in by_id and epoch > best[0]:
                 best = (epoch, leader)
         node = by_id.get(best[1])

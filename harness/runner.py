@@ -325,12 +325,8 @@ def cluster_up(test: Test) -> Iterator[None]:
 def start_db(test: Test) -> None:
     """Set up and start the DB on every node, wait until each accepts connections and the DB
     serves (`prepare`), and create the workload's topics (every partition with a leader)."""
-    db, nodes = test.db, test.cluster.nodes
-    with ThreadPoolExecutor(max_workers=min(8, len(nodes))) as ex:
-        list(ex.map(db.setup, nodes))
-        list(ex.map(db.start, nodes))
-        list(ex.map(lambda n: db.wait_ready(n, 60), nodes))
-    db.prepare(60)
+    db = test.db
+    db.start_all(60)
     topics = test.workload.topics()
     if topics:
         create_topics(db.bootstrap_servers(), topics, replication_factor=test.options.rf,

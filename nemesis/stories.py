@@ -320,8 +320,7 @@ def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
     s.crash_restart(b)  # not kill and wait for the fence: the session timeout cost ~8 s a story
     s.wait("c-elected", tp, lambda w: w.leader == c, 20)
     s.sleep("c-leads", 1.0)
-    s.fault("stop-partition")
-    s.fault("start", [leader])
+    s.undo()
     s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
 
 

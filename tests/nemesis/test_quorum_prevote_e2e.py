@@ -7,8 +7,6 @@ middle of the fault stories that cut a voter off (wipe-follower's leader). Root 
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import sys
 import time
@@ -25,39 +23,26 @@ pytestmark = pytest.mark.root
 BROKER = str(Path(sys.executable).parent / "wrack-broker")
 
 
-def quorum_states(db: BrokerDB) -> dict[str, tuple[int, int]]:
-    """Each voter's (epoch, leader id) from its quorum-state file."""
-    out = {}
-    for n in db.controller_nodes():
-        s = json.loads(n.read_file(os.path.join(db.data_dir(n), "quorum-state")))
-        out[n.name] = (int(s["epoch"]), int(s["leader_id"]))
-    return out
-
-
 def test_a_voter_cut_off_from_the_leader_alone_does_not_take_over(make_cluster, tmp_path):
     c = make_cluster(3)
     db = BrokerDB(c, BrokerOptions(command=[BROKER]))
     nem = Nemesis(c, db, history=HistoryWriter(tmp_path / "h.jsonl"), rng=random.Random(1))
     try:
-        for n in c.nodes:
-            db.setup(n)
-            db.start(n)
-        for n in c.nodes:
-            db.wait_ready(n, 60)
+        db.start_all(60)
         deadline = time.monotonic() + 30
         while db.active_controller() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         by_address = {n.address: n.name for n in c.nodes}
         leader = by_address[db.active_controller()]
         x = next(n.name for n in c.nodes if n.name != leader)
-        before = max(quorum_states(db).values())
+        before = max(db.quorum_states().values())
         nem.invoke(FaultOp("start-partition", {"drop": {x: [leader], leader: [x]}}))
         time.sleep(8)  # four fetch timeouts of X's
-        during = quorum_states(db)
+        during = db.quorum_states()
         nem.invoke(FaultOp("stop-partition"))
         time.sleep(3)
         assert max(during.values()) == before, (before, during)
-        assert by_address[db.active_controller()] == leader and max(quorum_states(db).values()) == before
+        assert by_address[db.active_controller()] == leader and max(db.quorum_states().values()) == before
     finally:
         nem.teardown()
         for n in c.nodes:

@@ -57,11 +57,7 @@ def cluster(tmp_path_factory):
         pick = lambda rng: [(TOPIC, p) for p in range(PARTITIONS)]  # noqa: E731
         prepare(nem, [story_package(name, pick) for name in MUST])
         try:
-            for n in c.nodes:
-                db.setup(n)
-                db.start(n)
-            for n in c.nodes:
-                db.wait_ready(n, 60)
+            db.start_all(60)
             create_topics(db.bootstrap_servers(), {TOPIC: PARTITIONS}, replication_factor=3,
                           config={"min.insync.replicas": "2"}, timeout=60)
             stop = threading.Event()
