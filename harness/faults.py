@@ -175,16 +175,19 @@ def heal_op() -> dict[str, Any]:
     return {"process": NEMESIS, "f": HEAL_F, "value": None}
 
 
-def nemesis_client(nem: Nemesis, packages: Sequence[FaultPackage]) -> Callable[[dict[str, Any]], Any]:
+def nemesis_client(nem: Nemesis, packages: Sequence[FaultPackage],
+                   ready_timeout: float = 30.0) -> Callable[[dict[str, Any]], Any]:
     """The interpreter's nemesis (Jepsen's nemesis client): a scheduled fault op is performed
-    and recorded by `nem`; the heal op is its `final_heal` with the packages' final ops. A
-    fault that fails is recorded as `nemesis-error` and the test goes on."""
+    and recorded by `nem`; the heal op is its `final_heal` with the packages' final ops,
+    waiting at most `ready_timeout` s for each node to be ready (a node not ready by the
+    recovery time limit fails the liveness check whatever comes later). A fault that fails
+    is recorded as `nemesis-error` and the test goes on."""
     finals = final_ops(packages)
 
     def invoke(op: dict[str, Any]) -> Any:
         try:
             if op["f"] == HEAL_F:
-                nem.final_heal(finals)
+                nem.final_heal(finals, ready_timeout)
                 return None
             return nem.invoke(FaultOp(op["f"], op.get("value")))
         except Exception as e:  # noqa: BLE001 - recorded, the test goes on

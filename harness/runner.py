@@ -18,7 +18,7 @@ reads and extends one `Test` record, each undone on the way out whatever happens
    (and the queue workload's `--in-flight` send-only threads beside them), and the
    nemesis schedule (`--nemesis`, a fault every `--nemesis-interval` s), for `--time-limit` s;
 3. heal: the nemesis's `final_heal` (every package's final ops, `heal_all`, every broker
-   ready again);
+   ready again, waiting at most `--recovery-time-limit` s for each);
 4. the final phase: the workload's read-back (queue: assign all keys from the beginning,
    poll until every acknowledged offset was read, or `--final-time-limit`);
 5. teardown, always (also on exceptions, Ctrl-C and SIGTERM: `nemesis.guard.always_heal`);
@@ -387,7 +387,8 @@ def run_case(test: Test) -> None:
                             clients=lambda thread, process: wl.client(thread, process,
                                                                       _bootstrap_for(test.db, nodes, thread)),
                             history=test.history, rng=random.Random(test.seed),
-                            nemesis=nemesis_client(test.nemesis, test.packages), on_event=test.progress.event)
+                            nemesis=nemesis_client(test.nemesis, test.packages, ready_timeout=o.recovery_time_limit),
+                            on_event=test.progress.event)
     test.timings.lap("final" if final is not None else "heal")
     test.record["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
     test.record["workload_summary"] = wl.summary()

@@ -361,7 +361,8 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
 
 def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the last ISR follower F
-    crash-restarts (out of the ISR) and fetches without getting records; the leader is cut
+    crash-restarts (out of the ISR; cut off from the leader until writes commit without it)
+    and fetches without getting records; the leader is cut
     off from the controller and F may catch up: the leader proposes F, with F's broker epoch
     of now, and the request is lost with the link (the broker sends a pending proposal again
     when its controller link breaks, and queues it until a link connects). F is wiped and
@@ -380,10 +381,15 @@ def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
         raise StoryError("wipe-follower cuts the leader from the controller: the controller must not be a replica")
     s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
     lag = starve(f, leader)
-    s.fault("start-partition", lag)
+    # F restarts cut off from the leader, until writes commit without it: starved at once, its
+    # first fetch put it back in the ISR (seen in CI): the high watermark had stood still while
+    # F, dead, was in the ISR, so F's log end was at it, and a fetch request alone counts
+    s.fault("start-partition", {"drop": {f: [leader], leader: [f]}})
     s.crash_restart(f)
     if s.wait("f-out-of-isr", tp, lambda w: f not in w.isr, 8) is None:
         return
+    s.wait_commits_without("commits-without-f", tp, leader, f, COMMITS_WITHOUT, 10)
+    s.fault("start-partition", lag)  # F fetches again, and gets no records
     s.sleep("leader-learns", 1.0)
     s.fault("start-partition", {"drop": {leader: [ctl], ctl: [leader]}})  # cut; F may catch up now
     s.sleep("f-catches-up", 2.0)

@@ -1,6 +1,6 @@
 """``python -m broker.sim``: run random simulation seeds and report failures.
 
-    python -m broker.sim --seeds 5000                 # seeds 0..4999, safe configuration
+    python -m broker.sim --seeds 5000                 # seeds 0..4999, safe configuration (one process per CPU)
     python -m broker.sim --seed 1234 -v               # replay one seed, with its fault log
     python -m broker.sim --seeds 500 --safeguard-off elr   # watch the invariants fire
     python -m broker.sim --seeds 50 --story stale-hwm-leader --safeguard-off leso-check
@@ -18,7 +18,7 @@ import time
 
 from broker.core import safeguards as sg
 from broker.core.raft import UNSAFE_SWITCHES
-from broker.sim.random_run import random_run
+from broker.sim.random_run import run_seeds
 from broker.sim.stories import LOSSY, STORIES
 
 
@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="voters of the controller quorum (default: drawn per seed, 3 or sometimes 5)")
     p.add_argument("--raft-unsafe", action="append", default=[], metavar="NAME",
                    help=f"break a Raft rule of the controller quorum (repeatable): {', '.join(UNSAFE_SWITCHES)}")
+    p.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="worker processes (default: one per CPU; 1 runs the seeds in this process)")
     p.add_argument("-v", "--verbose", action="store_true", help="print every seed's summary and fault log")
     a = p.parse_args(argv)
     try:
@@ -65,21 +67,24 @@ def main(argv: list[str] | None = None) -> int:
     bad = [u for u in a.raft_unsafe if u not in UNSAFE_SWITCHES]
     if bad:
         p.error(f"unknown Raft unsafe switch {bad[0]!r} (known: {', '.join(UNSAFE_SWITCHES)})")
+    if a.jobs is not None and a.jobs < 1:
+        p.error(f"--jobs must be at least 1, got {a.jobs}")
     if a.controllers is not None and a.controllers < 1:
         p.error(f"--controllers must be at least 1, got {a.controllers}")
     seeds = [a.seed] if a.seed is not None else range(a.start, a.start + a.seeds)
     t0 = time.perf_counter()
     failed = []
-    for s in seeds:
-        r = random_run(s, off, a.duration_ms, a.settle_ms, a.recovery, tuple(a.story) if a.story else None, a.controllers,
-                       frozenset(a.raft_unsafe))
+    runs = run_seeds(seeds, a.jobs, safeguards_off=off, duration_ms=a.duration_ms, settle_ms=a.settle_ms,
+                     recovery=a.recovery, stories=tuple(a.story) if a.story else None, controllers=a.controllers,
+                     raft_unsafe=frozenset(a.raft_unsafe))
+    for r in runs:
         if a.verbose or not r.ok:
             print(r.summary())
             if a.verbose:
                 print(f"  config {r.config}")
                 print("\n".join(f"  {f}" for f in r.faults))
         if not r.ok:
-            failed.append(s)
+            failed.append(r.seed)
     dt = time.perf_counter() - t0
     n = len(seeds)
     print(f"{n} seeds, {len(failed)} failed, {dt:.1f} s ({n / dt:.1f} seeds/s)"

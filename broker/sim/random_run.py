@@ -24,9 +24,13 @@ Other safeguard sets can be run to watch the invariants fire.
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
+import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from broker.core.broker import RUNNING, BrokerConfig
 from broker.core.controller import ControllerConfig
@@ -370,6 +374,19 @@ def check_liveness(c: SimCluster, tps: list[TopicPartition], timeout_ms: int = 2
     return out
 
 
-def run_many(seeds: range, safeguards_off: frozenset[str] = frozenset(), **kw: object) -> list[RunResult]:
-    return [random_run(s, safeguards_off, **kw) for s in seeds]  # type: ignore[arg-type]
+def run_seeds(seeds: Iterable[int], jobs: int | None = None, **kw: Any) -> Iterator[RunResult]:
+    """`random_run(seed, **kw)` for every seed, yielded in seed order, on `jobs` worker
+    processes (None: one per CPU; 1: in this process). Each seed is deterministic wherever
+    it runs; closing the iterator early stops the workers."""
+    seeds = list(seeds)
+    jobs = min(jobs or os.cpu_count() or 1, len(seeds))
+    if jobs <= 1:
+        yield from (random_run(s, **kw) for s in seeds)
+        return
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        yield from pool.imap(functools.partial(_run_one, kw), seeds)
+
+
+def _run_one(kw: dict[str, Any], seed: int) -> RunResult:
+    return random_run(seed, **kw)
 

@@ -47,4 +47,4 @@ def test_a_voter_cut_off_from_the_leader_alone_does_not_take_over(make_cluster, 
         nem.teardown()
         for n in c.nodes:
             db.collect(n, tmp_path / "nodes", data=False)
-            db.teardown(n)
+        db.kill_all()
