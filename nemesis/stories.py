@@ -362,10 +362,10 @@ def leso(s: Story, candidates: Sequence[TP]) -> None:
 def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
     """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the last ISR follower F
     crash-restarts (out of the ISR; cut off from the leader until writes commit without it)
-    and fetches without getting records; the leader is cut
-    off from the controller and F may catch up: the leader proposes F, with F's broker epoch
-    of now, and the request is lost with the link (the broker sends a pending proposal again
-    when its controller link breaks, and queues it until a link connects). F is wiped and
+    and fetches without getting records; the leader is cut off from the controller and F
+    may catch up: the leader proposes F, with F's broker epoch of now, and the request is
+    lost with the link (the broker sends a pending proposal again when its controller link
+    breaks, and queues it until a link connects). F is wiped and
     restarts (a new broker epoch) and fetches without records again; the cut heals (4 s
     after it began, within the leader's 9 s session) and the stale proposal reaches the
     controller after F's new registration: only the broker-epoch check keeps the empty F
