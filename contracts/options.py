@@ -72,7 +72,8 @@ class TestOptions:
              "fault-free periods), partition, kill, pause, restart, rolling-restart, kill-leader, "
              "partition-leader, kill-controller, partition-controller, power-loss, lrs, hw-truncation, "
              "leso, leader-churn, wipe-follower, stale-alter-partition, ... or none")
-    nemesis_interval: float = opt(10.0, "mean seconds between fault actions", metavar="S")
+    nemesis_interval: float = opt(10.0, "mean seconds between one fault package's actions (each keeps its own "
+                                               "clock; the mix: each fault's hold time)", metavar="S")
     acks: str = opt("all", "all, 1 or mixed (per op)", parse=acks_name, choices=("all", "1", "mixed"))
     rf: int = opt(3, "replication factor")
     min_isr: int = opt(2, "min.insync.replicas")

@@ -6,8 +6,11 @@ part's own (partition, kill, pause, restart, rolling-restart, and whatever it re
 leaders, found through the cluster's metadata at the moment of the fault:
 
 - `kill-leader`: SIGKILL the current leader of a random topic-partition, later start all;
-- `partition-leader`: isolate the current leader of a random topic-partition from every
-  other node, later heal;
+- `partition-leader`: the current leader of a random topic-partition isolated from every
+  other node, or (as often) cut off from its ISR followers only, keeping the controller
+  (`nemesis.leadercut`: the op returns once the ISR is the leader alone), later heal;
+- `power-loss`: one node at a time, a leader that stands alone in its ISR when there is one
+  (`nemesis.targets` role `lone-leader`: the ELR's case), else one at random;
 - `kill-controller` / `partition-controller`: the same for the active controller's node;
 - the fault stories of `nemesis.stories` (lrs, hw-truncation, leso, wipe-follower,
   stale-alter-partition, leader-churn), each aimed at one of the workload's partitions.
@@ -37,7 +40,16 @@ from typing import Any
 from contracts.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
 from contracts.history import NEMESIS
 from nemesis.core import FaultOp, Nemesis
-from nemesis.schedule import PACKAGES, FaultPackage, combined, final_ops, rotation, story_package
+from nemesis.leadercut import install_leader_cut
+from nemesis.schedule import (
+    PACKAGES,
+    FaultPackage,
+    combined,
+    final_ops,
+    power_loss_package,
+    rotation,
+    story_package,
+)
 from nemesis.stories import STORIES
 
 HEAL_F = "heal"
@@ -78,6 +90,22 @@ def _leader_target(topics: Mapping[str, int]) -> Any:
     return pick
 
 
+def partition_leader_start(leader: Callable[[random.Random], dict[str, Any]],
+                           candidates: Callable[[random.Random], list[tuple[str, int]]]
+                           ) -> Callable[[random.Random], FaultOp]:
+    """`partition-leader`'s start: a drawn partition's leader either isolated from every other
+    node (the controller fences it and elects a follower: what acks=1 loses) or, as often,
+    cut off from its ISR followers only (`nemesis.leadercut`, the workload's partitions in a
+    drawn order as candidates: the leader keeps the controller and shrinks the ISR to itself,
+    the ELR's case)."""
+    def start(rng: random.Random) -> FaultOp:
+        if rng.random() < 0.5:
+            return FaultOp("start-partition", {"isolate": leader(rng)})
+        return FaultOp("cut-leader", {"candidates": [list(c) for c in candidates(rng)]})
+
+    return start
+
+
 def extra_packages(topics: Mapping[str, int]) -> dict[str, Any]:
     if not topics:
         return {}
@@ -91,13 +119,17 @@ def extra_packages(topics: Mapping[str, int]) -> dict[str, Any]:
         return order
 
     stories = {name: (lambda name=name: story_package(name, candidates)) for name in STORIES}
+    # a power loss strikes a leader that stands alone in its ISR when there is one (seed 002:
+    # the ELR's case), else one node at random
+    lone = {"role": "lone-leader", "topics": sorted(topics), "else": "one"}
     return {
         **stories,
+        "power-loss": lambda: power_loss_package((lone,)),
         "kill-leader": lambda: FaultPackage("kill-leader", lambda rng: FaultOp("kill", leader(rng)),
                                             FaultOp("start", "all"), [FaultOp("start", "all")], "#E9A4A0"),
         "partition-leader": lambda: FaultPackage(
-            "partition-leader", lambda rng: FaultOp("start-partition", {"isolate": leader(rng)}),
-            FaultOp("stop-partition"), [FaultOp("stop-partition")], "#E9DCA0"),
+            "partition-leader", partition_leader_start(leader, candidates), FaultOp("stop-partition"),
+            [FaultOp("stop-partition")], "#E9DCA0", install_leader_cut),
     }
 
 

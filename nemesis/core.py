@@ -5,8 +5,10 @@
 history (docs/ARCHITECTURE.md). Built-in fs (paired by `contracts.history.fault_windows`):
 
 - `start-partition` value: "halves" | "majority" | "one" | "majorities-ring" | "bridge" |
-  {"isolate": TARGET} | {"one-way": {"from": TARGET, "to": TARGET}} | {"components": [[..], ..]};
-  recorded with the grudge actually applied. One-way partitions drop only connection
+  {"isolate": TARGET} | {"one-way": {"from": TARGET, "to": TARGET}} | {"components": [[..], ..]} |
+  {"cut": [TARGET, TARGET]} (the two sides drop each other's packets; every other link stays,
+  e.g. a leader cut off from its followers keeps its controller); recorded with the grudge
+  actually applied. One-way partitions drop only connection
   openings (the "to" nodes refuse connections from the "from" nodes, while their own
   connections to them work); every other shape drops all packets, as Jepsen does. `stop-partition` heals.
 - `start-partition` {"drop": {NODE: [NODE, ...], ...}}: a raw grudge (each key drops every
@@ -174,6 +176,9 @@ class Nemesis:
         if isinstance(spec, dict) and "one-way" in spec:
             ow = spec["one-way"]
             return G.one_way(self.targets(ow["from"]), self.targets(ow["to"]))
+        if isinstance(spec, dict) and "cut" in spec:
+            a, b = (set(self.targets(side)) for side in spec["cut"])
+            return {**{n: frozenset(b - {n}) for n in a}, **{n: frozenset(a - {n}) for n in b - a}}
         if isinstance(spec, dict) and "components" in spec:
             comps = [self.targets(list(c)) for c in spec["components"]]
             return G.complete_grudge(comps)

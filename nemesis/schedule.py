@@ -3,8 +3,10 @@
 A `FaultPackage` is a flip-flop: `start(rng)` makes a fault op, `stop` (None for instant
 faults such as restarts) undoes it; `final` ops run at the end of a test; `color` shades its
 fault windows in plots. `combined(packages, interval, rng)` yields `(delay_s, FaultOp)`
-forever: every `interval` (jittered by ±50%) one package, picked at random, either starts its
-fault or, when its fault is on, stops it. A test plays a schedule through
+forever: each package keeps its own clock, and every `interval` (jittered by ±50%) of it
+either starts its fault or, when its fault is on, stops it; the packages' ops are merged in
+time order, so faults of different packages overlap (as Jepsen's `combined/compose-packages`
+merges the packages' own timed flip-flops with `gen/any`). A test plays a schedule through
 `harness.faults.ScheduleGenerator` and ends it with `Nemesis.final_heal(final_ops(packages))`.
 
 `rotation(packages, interval, rng, calm=0.25)` is the default mix's schedule: the packages
@@ -162,15 +164,18 @@ def combined(pkgs: Sequence[FaultPackage], interval: float, rng: random.Random
     """(delay before the op, op) forever; see the module docstring."""
     if not pkgs:
         return
-    on: dict[str, bool] = {p.name: False for p in pkgs}
+    on = [False] * len(pkgs)
+    due = [interval * rng.uniform(0.5, 1.5) for _ in pkgs]
+    now = 0.0
     while True:
-        p = pkgs[rng.randrange(len(pkgs))]
-        delay = interval * rng.uniform(0.5, 1.5)
-        if on[p.name] and p.stop is not None:
-            on[p.name] = False
+        i = min(range(len(pkgs)), key=due.__getitem__)
+        p, delay, now = pkgs[i], due[i] - now, due[i]
+        due[i] = now + interval * rng.uniform(0.5, 1.5)
+        if on[i] and p.stop is not None:
+            on[i] = False
             yield delay, p.stop
         else:
-            on[p.name] = p.stop is not None
+            on[i] = p.stop is not None
             yield delay, p.start(rng)
 
 

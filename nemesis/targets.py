@@ -10,7 +10,11 @@ Target specs (`resolve`):
 - {"role": "controller"};
 - {"role": "leader", "topic": T, "partition": P};
 - {"role": "isr-followers", "topic": T, "partition": P} (the in-sync replicas but the leader);
-- {"role": "replicas", "topic": T, "partition": P}.
+- {"role": "replicas", "topic": T, "partition": P};
+- {"role": "lone-leader", "topics": [T, ...], "else": SPEC}: the leader of a partition (of
+  those topics; any topic without them) whose ISR is that leader alone, one drawn at random:
+  the replica whose lossy crash the ELR exists for (seed 002). With none (or no metadata
+  answer), `else` is resolved instead; without `else`, TargetError.
 """
 
 from __future__ import annotations
@@ -202,6 +206,8 @@ def resolve(spec: Any, nodes: Sequence[str], rng: random.Random, *,
         if bad:
             raise TargetError(f"unknown nodes {bad}")
         return list(spec)
+    if isinstance(spec, dict) and spec.get("role") == "lone-leader":
+        return _lone_leader(spec, nodes, rng, addresses, metadata)
     if isinstance(spec, dict) and "role" in spec:
         if metadata is None or addresses is None:
             raise TargetError(f"target {spec} needs the cluster's metadata")
@@ -224,5 +230,29 @@ def resolve(spec: Any, nodes: Sequence[str], rng: random.Random, *,
             return [_node_of(md, b, by_address) for b in info.isrs if b != info.leader]
         if role == "replicas":
             return [_node_of(md, b, by_address) for b in info.replicas]
-        raise TargetError(f"unknown role {role!r} (controller, leader, isr-followers, replicas)")
+        raise TargetError(f"unknown role {role!r} (controller, leader, isr-followers, replicas, lone-leader)")
     raise TargetError(f"bad target spec {spec!r}")
+
+
+def _lone_leader(spec: dict[str, Any], nodes: list[str], rng: random.Random, addresses: dict[str, str] | None,
+                 metadata: MetadataSource | None) -> list[str]:
+    """`{"role": "lone-leader", ...}` (module docstring)."""
+    lone: list[str] = []
+    md = None
+    if metadata is not None and addresses is not None:
+        try:
+            md = metadata()
+        except Exception:  # noqa: BLE001 - no answer (nodes down is the point of a test): fall back
+            md = None
+    if md is not None and addresses is not None:
+        by_address = {a: name for name, a in addresses.items()}
+        topics = spec.get("topics")
+        for (t, _), info in sorted(md.partitions.items()):
+            node = by_address.get(md.brokers.get(info.leader, ""))
+            if info.isrs == [info.leader] and (topics is None or t in topics) and node in nodes and node not in lone:
+                lone.append(node)
+    if lone:
+        return [lone[rng.randrange(len(lone))]]
+    if "else" in spec:
+        return resolve(spec["else"], nodes, rng, addresses=addresses, metadata=metadata)
+    raise TargetError("no partition's ISR is its leader alone")

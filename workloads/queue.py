@@ -34,8 +34,8 @@ The first op of every process is an assign. Failed polls roll the consumer back 
 it was, so a failed poll never makes the next one look like it skipped. Send errors are
 classified by `workloads.errors` (definite `fail` vs indeterminate `info`).
 
-The final phase (`final_generator`), after the final heal: first a recovery probe (one send
-to every key, retried until it succeeds or `recovery_time_limit` passes: checkers.liveness
+The final phase (`final_generator`), after the final heal: first a recovery probe (one
+acks=all send to every key, retried until it succeeds or `recovery_time_limit` passes: checkers.liveness
 requires each key to take a write and a read again); then what was polled before no
 longer counts, and every
 consuming process assigns all keys from the beginning and polls until every key has been
@@ -240,7 +240,10 @@ class SendLane:
 class RecoveryProbe(Generator):
     """After the final heal: a send to every key, each key tried again `retry_s` after a
     failed attempt, until every key has had one `ok` send (then exhausted). What liveness
-    requires of the system (checkers.liveness): each key takes a write again."""
+    requires of the system (checkers.liveness): each key takes a write again. The probe
+    sends with acks=all whatever the workload's acks: with acks=1 a leader that the heal
+    has just deposed may acknowledge it before it learns, and truncate it then (seen: the
+    probe lost on every key, and `no-recovery` where the cluster had recovered)."""
 
     def __init__(self, keys: Sequence[str], values: Iterator[int], retry_s: float = 0.25):
         self.pending = list(keys)
@@ -257,7 +260,7 @@ class RecoveryProbe(Generator):
         if t is None:
             return PENDING
         k = min(waiting, key=lambda key: self.retry_at.get(key, 0))
-        return {"process": ctx.workers[t], "f": "send", "value": [["send", k, next(self.values)]],
+        return {"process": ctx.workers[t], "f": "send", "value": [["send", k, next(self.values)]], "acks": "all",
                 "time": max(ctx.time, self.retry_at.get(k, 0))}
 
     def update(self, ctx: Context, event: Mapping[str, Any]) -> None:

@@ -236,10 +236,19 @@ class Broker:
             acts.other.append(ShutdownComplete(self.broker_epoch))
         return acts
 
-    def connection_lost(self, node: int, now: int) -> Actions:
+    def connection_lost(self, node: int, now: int, outbound_only: bool = False) -> Actions:
         """The shell's connection to `node` broke: the fetch in flight to it will not be
         answered. Its partitions back off `replica_fetch_backoff_ms`, then fetch again
-        (from whoever leads them by then) instead of waiting for the request timeout."""
+        (from whoever leads them by then) instead of waiting for the request timeout.
+
+        Unless `outbound_only`, the link `node` opened to this broker (the one its fetches
+        came on) is gone too, and the fetches of `node` parked here are dropped: nobody could
+        get their answers. With `outbound_only` (only the link this broker opened to `node`
+        broke) they stay and are answered as usual: that link says nothing about the other
+        one. A follower whose parked fetch is dropped sends no other fetch to this leader
+        until the request timeout (30 s), and meanwhile leaves the ISR; this happened after a
+        follower's restart, when the leader found its link to the old incarnation dead only
+        once the new incarnation's fetch was parked."""
         f = self._fetchers.get(node)
         if f is not None and f.correlation_id >= 0:
             f.correlation_id = -1
@@ -247,7 +256,8 @@ class Broker:
                 r = self.partitions.get(tp)
                 if r is not None and r.role == FOLLOWER:
                     r.fetch_backoff_until = now + self.config.replica_fetch_backoff_ms
-        self._parked = [p for p in self._parked if p.src != node]
+        if not outbound_only:
+            self._parked = [p for p in self._parked if p.src != node]
         return Actions()
 
     def controller_connection_lost(self, now: int) -> Actions:

@@ -592,8 +592,8 @@ class Node:
             asyncio.get_running_loop().call_soon(self._lost_peer, to)
 
     def _lost_peer(self, peer: int) -> None:
-        if self.broker is not None and not self.shutting_down:
-            self._apply(BROKER, self.broker.connection_lost(peer, self.now()))
+        if self.broker is not None and not self.shutting_down:  # a link we opened: the peer's may be fine
+            self._apply(BROKER, self.broker.connection_lost(peer, self.now(), outbound_only=True))
             self._drain()
 
     # ------------------------------------------------------------ links (LinkOwner)
@@ -651,7 +651,9 @@ class Node:
         if self.broker is None or link.peer_id < 0 or link.role == internal.ROLE_RAFT:
             return  # the quorum notices a lost voter by its own timeouts
         if link.role == internal.ROLE_BROKER:
-            self._apply(BROKER, self.broker.connection_lost(link.peer_id, self.now()))
+            # the peer's parked fetches came on the link it opened: a lost link we opened (to
+            # its old incarnation, say, found dead after it restarted) must not drop them
+            self._apply(BROKER, self.broker.connection_lost(link.peer_id, self.now(), outbound_only=link.outbound))
         elif link.role == internal.ROLE_ALTER_PARTITION:
             if link.outbound:  # only the requests of that link: the controller link may be fine
                 self._apply(BROKER, self.broker.alter_channel_lost(self.now()))

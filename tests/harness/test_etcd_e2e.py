@@ -44,7 +44,7 @@ def leftovers(cluster: str) -> list[str]:
 
 def test_etcd_is_linearizable_under_partitions_kills_and_pauses(tmp_path):
     rc, line, run = wrack_test(tmp_path, "--nodes", "5", "--nemesis", "partition,kill,pause,kill-leader",
-                               "--nemesis-interval", "4", "--time-limit", "20", "--seed", "1")
+                               "--nemesis-interval", "8", "--time-limit", "20", "--seed", "1")
     res = json.loads((run / "results.json").read_text())
     test = json.loads((run / "test.json").read_text())
     assert rc == 0 and line["verdict"] == "valid", res.get("anomaly_types")

@@ -21,7 +21,13 @@ def test_fault_packages_by_name_and_leader_targets():
     op = pkgs[1].start(rng)
     assert op.f == "kill" and op.value["role"] == "leader" and op.value["topic"] == "queue0"
     assert 0 <= op.value["partition"] < 3
-    assert pkgs[2].start(rng).value["isolate"]["role"] == "leader"
+    shapes = [pkgs[2].start(rng) for _ in range(40)]  # the leader isolated, or cut off from its followers
+    assert {op.f for op in shapes} == {"start-partition", "cut-leader"}
+    assert all(op.value["isolate"]["role"] == "leader" for op in shapes if op.f == "start-partition")
+    assert all(sorted(op.value["candidates"]) == [["queue0", p] for p in range(3)] for op in shapes
+               if op.f == "cut-leader")
+    power = fault_packages(["power-loss"], {"queue0": 3})[0].start(rng)
+    assert power.value["nodes"] == {"role": "lone-leader", "topics": ["queue0"], "else": "one"}
     with pytest.raises(ValueError, match="unknown nemesis flood"):
         fault_packages(["flood"], {"t": 1})
     assert {"kill-leader", "partition", "kill"} <= set(known_packages())

@@ -358,6 +358,7 @@ def test_the_final_read_back_reads_again_on_consuming_threads_only():
 
 def test_the_recovery_probe_tries_a_key_again_after_an_indeterminate_send():
     import itertools
+    import random
 
     from contracts import generator as gen
     from workloads.queue import RecoveryProbe
@@ -376,6 +377,9 @@ def test_the_recovery_probe_tries_a_key_again_after_an_indeterminate_send():
     ok = [e["value"][0][1] for e in hist if e["type"] == "ok"]
     assert sorted(ok) == ["q-0", "q-1", "q-2"]
     assert hist[-1]["time"] < 1e9, "the retry waits retry_s (0.25 s), not the time limit"
+    # acks=all whatever the workload's acks: a deposed acks=1 leader may take and lose it
+    ctx = gen.Context(0, random.Random(0), {0: 0}, frozenset({0}))
+    assert RecoveryProbe(["q-0"], itertools.count()).op(ctx)["acks"] == "all"
 
 
 def test_a_closed_confluent_client_opens_nothing_more():

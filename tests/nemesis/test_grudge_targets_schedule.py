@@ -72,6 +72,28 @@ def test_roles_come_from_metadata():
         resolve({"role": "controller"}, NODES, rng)
 
 
+def test_lone_leader_is_a_leader_alone_in_its_isr_else_the_fallback():
+    addrs = {f"n{i}": f"10.77.1.{10 + i}" for i in range(1, 6)}
+    parts = {("t", 0): PartitionInfo(leader=2, replicas=[2, 3, 4], isrs=[2, 4]),
+             ("t", 1): PartitionInfo(leader=3, replicas=[3, 4, 0], isrs=[3]),
+             ("u", 0): PartitionInfo(leader=1, replicas=[1, 2, 3], isrs=[1])}
+    md = Metadata({i: f"10.77.1.{11 + i}" for i in range(5)}, controller_id=0, partitions=parts)
+    kw = {"addresses": addrs, "metadata": lambda: md}
+    rng = random.Random(0)
+    assert {resolve({"role": "lone-leader"}, NODES, rng, **kw)[0] for _ in range(50)} == {"n4", "n2"}
+    spec = {"role": "lone-leader", "topics": ["t"], "else": "one"}
+    assert {resolve(spec, NODES, rng, **kw)[0] for _ in range(20)} == {"n4"}
+    parts[("t", 1)] = PartitionInfo(leader=3, replicas=[3, 4, 0], isrs=[3, 0])
+    assert len({resolve(spec, NODES, rng, **kw)[0] for _ in range(50)}) > 1  # none alone: one at random
+    with pytest.raises(TargetError, match="alone"):
+        resolve({"role": "lone-leader", "topics": ["t"]}, NODES, rng, **kw)
+
+    def down() -> Metadata:
+        raise RuntimeError("no broker answers")
+
+    assert len(resolve(spec, NODES, rng, addresses=addrs, metadata=down)) == 1
+
+
 def test_kafka_metadata_is_quiet_and_keeps_one_client():
     # no broker listens on the port: every call fails, librdkafka prints nothing, the client stays
     code = textwrap.dedent("""
@@ -93,25 +115,27 @@ def test_kafka_metadata_is_quiet_and_keeps_one_client():
     assert p.stderr == "", p.stderr
 
 
-def test_combined_flip_flops_each_package():
+def test_combined_flip_flops_each_package_on_its_own_clock():
     pkgs = packages(["partition", "kill", "restart"])
-    ops = list(islice(combined(pkgs, 1.0, random.Random(5)), 200))
-    assert all(0.5 <= d <= 1.5 for d, _ in ops)
+    ops = list(islice(combined(pkgs, 1.0, random.Random(5)), 300))
+    assert all(0 <= d <= 1.5 for d, _ in ops)
+    kinds = {"start-partition": "partition", "stop-partition": "partition", "kill": "kill", "start": "kill",
+             "restart": "restart"}
+    now, last = 0.0, {"partition": 0.0, "kill": 0.0, "restart": 0.0}
     open_ = {"partition": False, "kill": False}
-    for _, op in ops:
-        if op.f == "start-partition":
-            assert not open_["partition"]
-            open_["partition"] = True
-        elif op.f == "stop-partition":
-            assert open_["partition"]
-            open_["partition"] = False
-        elif op.f == "kill":
-            assert not open_["kill"]
-            open_["kill"] = True
-        elif op.f == "start":
-            assert open_["kill"]
-            open_["kill"] = False
-    assert {op.f for _, op in ops} >= {"start-partition", "stop-partition", "kill", "start", "restart"}
+    overlap = 0
+    for d, op in ops:
+        now += d
+        k = kinds[op.f]
+        assert 0.5 - 1e-9 <= now - last[k] <= 1.5 + 1e-9, (op.f, now - last[k])  # each package's own interval
+        last[k] = now
+        if k in open_:
+            assert open_[k] == (op.f in ("stop-partition", "start")), op.f
+            open_[k] = not open_[k]
+        overlap += open_["partition"] and open_["kill"]
+    assert overlap > 10  # faults of different packages are on at once
+    # three packages, each every ~1 s: about three ops a second in all
+    assert 2.5 < len(ops) / now < 3.5
     assert [op.f for op in final_ops(pkgs)] == ["stop-partition", "start"]
     with pytest.raises(ValueError):
         packages(["nope"])

@@ -24,7 +24,7 @@ def _setup(make_backend_cluster, n, tmp_path):
 
 
 @pytest.mark.parametrize("spec", ["halves", "one", "majorities-ring", "bridge", {"isolate": "n2"},
-                                  {"components": [["n1", "n2"], ["n3", "n4", "n5"]]}])
+                                  {"cut": [["n1"], ["n2", "n3"]]}, {"components": [["n1", "n2"], ["n3", "n4", "n5"]]}])
 def test_partition_blocks_exactly_the_grudge_and_heals(make_backend_cluster, tmp_path, spec):
     c, nem, hist = _setup(make_backend_cluster, 5, tmp_path)
     full = all_pairs(c)

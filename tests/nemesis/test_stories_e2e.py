@@ -17,6 +17,7 @@ import pytest
 from clusters.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
+from nemesis.leadercut import install_leader_cut
 from nemesis.schedule import prepare, story_package
 from nemesis.targets import KafkaMetadata, partition_view
 
@@ -56,6 +57,7 @@ def cluster(tmp_path_factory):
         nem = Nemesis(c, db, hist, rng=random.Random(7), metadata=md)
         pick = lambda rng: [(TOPIC, p) for p in range(PARTITIONS)]  # noqa: E731
         prepare(nem, [story_package(name, pick) for name in MUST])
+        install_leader_cut(nem)
         try:
             db.start_all(60)
             create_topics(db.bootstrap_servers(), {TOPIC: PARTITIONS}, replication_factor=3,
@@ -133,3 +135,32 @@ def test_story_plays_its_steps_and_heals(cluster, story):
     while not healthy(c, md) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert healthy(c, md), f"the partitions did not get leaders and full ISRs back: {LAST}"
+
+
+def test_leader_cut_leaves_the_leader_its_isr_alone_and_power_loss_targets_it(cluster):
+    """`partition-leader`'s cut: the leader, cut off from its ISR followers only, keeps the
+    controller and shrinks the ISR to itself (the op waits for it); the `lone-leader` role
+    (the broker's `power-loss` target) then names it. Healed, the ISR is full again."""
+    c, db, nem, hist, md = cluster
+    deadline = time.monotonic() + 60
+    while not healthy(c, md) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert healthy(c, md), f"the cluster was not healthy before the cut: {LAST}"
+    first = len(list(read_events(hist.path)))
+    nem.invoke(FaultOp("cut-leader", {"candidates": [[TOPIC, p] for p in range(PARTITIONS)]}))
+    events = list(read_events(hist.path))[first:]
+    assert [e["f"] for e in events] == ["start-partition", "cut-leader"]
+    cut = events[1]["value"]
+    assert cut["isr_alone"] is True and len(cut["followers"]) == 2, cut
+    assert events[0]["value"]["spec"] == {"cut": [[cut["leader"]], cut["followers"]]}
+    lone: list[str] = []
+    deadline = time.monotonic() + 10  # librdkafka's answer may lag the controller's by a poll
+    while lone != [cut["leader"]] and time.monotonic() < deadline:
+        lone = nem.targets({"role": "lone-leader", "topics": [TOPIC], "else": []})
+        time.sleep(0.5)
+    assert lone == [cut["leader"]]
+    nem.invoke(FaultOp("stop-partition"))
+    deadline = time.monotonic() + 60
+    while not healthy(c, md) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert healthy(c, md), f"the ISR did not fill again after the cut: {LAST}"

@@ -25,6 +25,7 @@ from harness.faults import (
 )
 from nemesis import stories
 from nemesis.core import FaultOp, Nemesis
+from nemesis.leadercut import install_leader_cut
 from nemesis.schedule import FaultPackage, rotation
 from nemesis.targets import Metadata, PartitionInfo, partition_view
 
@@ -177,6 +178,8 @@ def model_nemesis(model: Model) -> tuple[Nemesis, Events]:
     def partition(spec: Any) -> dict[str, Any]:
         if "isolate" in spec:  # the followers isolated from everyone leave the ISR
             model.cut |= set(nem.targets(spec["isolate"]))
+        if "cut" in spec:  # the followers cut off from the leader leave the ISR (the model: from everyone)
+            model.cut |= set(nem.targets(spec["cut"][1]))
         return {"spec": spec}
 
     def heal(_v: Any = None) -> dict[str, Any]:
@@ -227,6 +230,29 @@ def test_lrs_isolates_followers_waits_for_isr_then_power_loss_of_leader():
     assert ev[4]["value"]["nodes"] == ["n2"]
     assert ("isr-is-leader", True) in steps(ev) and ("healed", True) in steps(ev)
     assert "error" not in ev[-1]["value"] and not m.cut
+
+
+def test_leader_cut_waits_for_the_leader_alone_and_power_loss_strikes_it():
+    m = Model()
+    nem, ev = model_nemesis(m)
+    install_leader_cut(nem)
+    nem.invoke(FaultOp("cut-leader", {"candidates": [["t", 0]]}))
+    assert faults(ev) == ["start-partition", "cut-leader"]
+    assert ev[0]["value"]["spec"] == {"cut": [["n2"], ["n3", "n4"]]}
+    assert ev[1]["value"] | {"waited_s": 0} == {"topic": "t", "partition": 0, "leader": "n2", "followers": ["n3", "n4"],
+                                               "keeps_controller": True, "isr_alone": True, "waited_s": 0}
+    nem.invoke(FaultOp("power-loss", {"nodes": {"role": "lone-leader", "topics": ["t"], "else": "one"}}))
+    assert m.unclean == {"n2"}
+
+
+def test_leader_cut_with_a_follower_on_the_controllers_node_does_not_wait():
+    m = Model(replicas=["n2", "n1", "n3"], isr=["n2", "n1", "n3"])  # the controller (n1) follows
+    nem, ev = model_nemesis(m)
+    install_leader_cut(nem)
+    nem.invoke(FaultOp("cut-leader", {"candidates": [["t", 0]]}))
+    assert ev[0]["value"]["spec"] == {"cut": [["n2"], ["n1", "n3"]]}
+    assert ev[1]["value"]["keeps_controller"] is False and ev[1]["value"]["isr_alone"] is False
+    assert ev[1]["value"]["waited_s"] < 1
 
 
 def test_hw_truncation_stops_leader_crash_restarts_the_new_one_and_starts_everything():
