@@ -17,7 +17,7 @@ leaders, found through the cluster's metadata at the moment of the fault:
 
 `mix` (the default `--nemesis`) is `DEFAULT_MIX`: five stories with the generic packages,
 played by `nemesis.schedule.rotation` (each package in turn, a random order per round,
-about a quarter of the time fault-free) instead of `combined`'s random flip-flops.
+about a quarter of the time fault-free) instead of `combined`'s flip-flops, one clock per package.
 
 With `--db etcd` the packages are `etcd_packages()`: the generic ones that reach etcd, and
 `kill-leader` / `partition-leader` aimed at its Raft leader (the metadata's controller:
