@@ -37,6 +37,12 @@ makes k + 1 concurrent. When is a replica back?
   an ISR listing it after the fence (the leader re-adds a replica only once it caught up).
   The observer's 0.5 s polls can miss a spell outside the ISR (70 ms on a real power loss:
   fenced at re-registration, caught up at once); the controller's ISR changes do not.
+  A controller change that elects n leader after the fault (`elected`: a new leader epoch)
+  brings n back too: the controller elects registered, unfenced brokers only, so that is
+  its new incarnation, and the partition's log is now what n kept. (Seen with the ELR off:
+  a lone leader lost power, was re-elected 0.5 s later, never left the ISR, and a follower's
+  power loss 11.7 s after the first counted as concurrent under the 12 s rule, which allowed
+  the loss the first one had caused.)
 - Without observations (an old run): as soon as n *could* have rejoined, i.e. the first
   moment after the fault at which n was running (not killed, stopped or removed), not
   paused and not cut off from every other node by a partition's grudge. So only losses of
@@ -216,8 +222,9 @@ def _observations(events: Sequence[Mapping[str, Any]], isr_changes: Sequence[Map
     observer's (every partition) or one ISR change of the controller's (one partition)."""
     out = [(int(e["time"]), 0, e) for e in events if e.get("type") != "invoke"]
     for c in isr_changes:
+        part = {"isr": list(c["isr"]), **({"elected": c["elected"]} if c.get("elected") else {})}
         out.append((int(c["time"]), 1, {"f": CLUSTER_STATE, "time": int(c["time"]), "index": None,
-                                        "value": {"partitions": {c["key"]: {"isr": list(c["isr"])}}}}))
+                                        "value": {"partitions": {c["key"]: part}}}))
     out.sort(key=lambda x: (x[0], x[1]))
     return out
 
@@ -262,8 +269,9 @@ def durability(events: Sequence[Mapping[str, Any]], *, min_isr: int, nemesis: Se
     """Whether at most `min_isr - 1` replicas of each partition were lost at once (module
     docstring). `events`: the history's nemesis events in order; `keys`: the workload's
     partitions; `all_hold_all`: every node holds every partition (rf >= nodes); `isr_changes`:
-    ISR changes as the controller made them, `{"time": ns on the history's clock, "key", "isr"}`
-    (its event lines in the nodes' logs), observations as the observer's are."""
+    ISR changes as the controller made them, `{"time": ns on the history's clock, "key", "isr",
+    "elected": the node a new leader epoch elected, if any}` (its event lines in the nodes'
+    logs), observations as the observer's are."""
     found = losses(events, nemesis=nemesis, flush_every=flush_every)
     timeline = _observations(events, isr_changes)
     states = [e["value"] for _, _, e in timeline if e["f"] == CLUSTER_STATE and isinstance(e.get("value"), Mapping)]
@@ -278,9 +286,14 @@ def durability(events: Sequence[Mapping[str, Any]], *, min_isr: int, nemesis: Se
     isr: dict[str, list[str]] = {}  # partition -> the ISR observed last (in force until the next)
     for now, _, ev in timeline:
         if ev["f"] == CLUSTER_STATE and isinstance(ev.get("value"), Mapping):
-            seen = {k: list(p.get("isr") or []) for k, p in (ev["value"].get("partitions") or {}).items()}
+            parts = ev["value"].get("partitions") or {}
+            seen = {k: list(p.get("isr") or []) for k, p in parts.items()}
             isr.update(seen)
             _observe(lost, seen, now)
+            for k, p in parts.items():
+                x = lost.by_key.get(k, {}).get(p.get("elected"))
+                if x is not None and x.time < now:
+                    lost.back(k, p["elected"])
             continue
         avail.apply(ev)
         if ev["index"] in by_index:

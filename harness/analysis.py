@@ -254,7 +254,8 @@ def isr_changes(run_dir: Path, test: Mapping[str, Any]) -> list[dict[str, Any]]:
         return []
     if ne.clock not in ("monotonic", "wall"):
         return []
-    return [{"time": e["time"], "key": e["tp"], "isr": list(e.get("isr") or [])} for e in ne.events
+    return [{"time": e["time"], "key": e["tp"], "isr": list(e.get("isr") or []),
+             "elected": e.get("leader") if e.get("election") not in (None, "none") else None} for e in ne.events
             if e.get("event") == "partition-change" and e.get("time") is not None and e.get("tp")]
 
 

@@ -7,7 +7,7 @@ leaders, found through the cluster's metadata at the moment of the fault:
 
 - `kill-leader`: SIGKILL the current leader of a random topic-partition, later start all;
 - `partition-leader`: the current leader of a random topic-partition isolated from every
-  other node, or (as often) cut off from its ISR followers only, keeping the controller
+  other node or (the next time: they alternate) cut off from its ISR followers only, keeping the controller
   (`nemesis.leadercut`: the op returns once the ISR is the leader alone), later heal;
 - `power-loss`: one node at a time, a leader that stands alone in its ISR when there is one
   (`nemesis.targets` role `lone-leader`: the ELR's case), else one at random;
@@ -94,12 +94,17 @@ def partition_leader_start(leader: Callable[[random.Random], dict[str, Any]],
                            candidates: Callable[[random.Random], list[tuple[str, int]]]
                            ) -> Callable[[random.Random], FaultOp]:
     """`partition-leader`'s start: a drawn partition's leader either isolated from every other
-    node (the controller fences it and elects a follower: what acks=1 loses) or, as often,
-    cut off from its ISR followers only (`nemesis.leadercut`, the workload's partitions in a
-    drawn order as candidates: the leader keeps the controller and shrinks the ISR to itself,
-    the ELR's case)."""
+    node (the controller fences it and elects a follower: what acks=1 loses) or cut off from
+    its ISR followers only (`nemesis.leadercut`, the workload's partitions in a drawn order as
+    candidates: the leader keeps the controller and shrinks the ISR to itself, the ELR's
+    case). The first start draws the shape, the next ones alternate: a run with two leader
+    partitions has both (drawn each time, three in a row were isolations in 2 of 5 runs)."""
+    isolate_next: list[bool] = []
+
     def start(rng: random.Random) -> FaultOp:
-        if rng.random() < 0.5:
+        isolate = rng.random() < 0.5 if not isolate_next else isolate_next[0]
+        isolate_next[:] = [not isolate]
+        if isolate:
             return FaultOp("start-partition", {"isolate": leader(rng)})
         return FaultOp("cut-leader", {"candidates": [list(c) for c in candidates(rng)]})
 

@@ -22,6 +22,8 @@ def test_fault_packages_by_name_and_leader_targets():
     assert op.f == "kill" and op.value["role"] == "leader" and op.value["topic"] == "queue0"
     assert 0 <= op.value["partition"] < 3
     shapes = [pkgs[2].start(rng) for _ in range(40)]  # the leader isolated, or cut off from its followers
+    fs = [op.f for op in shapes]
+    assert all(a != b for a, b in zip(fs, fs[1:], strict=False))  # the shapes alternate
     assert {op.f for op in shapes} == {"start-partition", "cut-leader"}
     assert all(op.value["isolate"]["role"] == "leader" for op in shapes if op.f == "start-partition")
     assert all(sorted(op.value["candidates"]) == [["queue0", p] for p in range(3)] for op in shapes

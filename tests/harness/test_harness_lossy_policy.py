@@ -109,6 +109,21 @@ def test_the_controllers_isr_changes_show_what_the_observer_missed():
     assert choose(SAFE, events=bare.events, keys=bare.keys, isr_changes=changes).durability.observed
 
 
+def test_a_replica_the_controller_elects_after_its_loss_is_back():
+    # the ELR off: a lone leader lost power and was re-elected 0.5 s later, never out of the
+    # ISR; a follower's loss 11.7 s later is not concurrent with it (the first caused the loss)
+    r = Run().state(0, NODES).power_loss(30, "n1").power_loss(41.7, "n2")
+    lone = [{"time": int(29e9), "key": "t-0", "isr": ["n1"], "elected": None},
+            {"time": int(30.48e9), "key": "t-0", "isr": ["n1"], "elected": None},  # leaderless: the old session fenced
+            {"time": int(30.5e9), "key": "t-0", "isr": ["n1"], "elected": "n1"}]
+    assert choose(SAFE, events=r.events, keys=r.keys, isr_changes=lone[:2]).name == "power-loss-unflushed"
+    p = choose(SAFE, events=r.events, keys=r.keys, isr_changes=lone)
+    assert p.name == "strict" and p.durability.peak == {"t-0": 1}
+    # an election before the loss says nothing about the restarted incarnation
+    early = [{**c, "time": int(29.9e9)} if c["elected"] else c for c in lone]
+    assert choose(SAFE, events=r.events, keys=r.keys, isr_changes=early).name == "power-loss-unflushed"
+
+
 def test_a_replica_already_out_at_the_fault_is_back_when_seen_in():
     r = Run().state(0, ["n2", "n3"]).power_loss(5, "n1").state(12, NODES).power_loss(20, "n2")
     assert policy(r).name == "strict"
