@@ -30,7 +30,7 @@ from nemesis.stories import POLL_S, Story, StoryError
 from nemesis.targets import PartitionView, TargetError
 
 WAIT_S = 20.0  # longer than the test clusters' replica.lag.time.max.ms (6 s) plus the shrink's round trip
-CHOOSE_S = 3.0  # how long a candidate with the roles is waited for (ISRs refill after a fault)
+CHOOSE_S = 1.0  # how long a candidate with the roles is waited for (ISRs refill after a fault)
 
 
 def cut_leader(nemesis: Nemesis, value: dict[str, Any], wait_s: float = WAIT_S) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def cut_leader(nemesis: Nemesis, value: dict[str, Any], wait_s: float = WAIT_S) 
     if v.leader is None:
         raise TargetError(f"partition {tp[0]}-{tp[1]} has no leader")
     nemesis.invoke(FaultOp("start-partition", {"cut": [[v.leader], v.followers]}))
-    keeps_controller = v.controller is None or v.controller not in v.followers
+    keeps_controller = _keeps_controller(roles, v)
     t0 = time.monotonic()
     alone = False
     while keeps_controller and time.monotonic() - t0 < wait_s:
@@ -59,9 +59,10 @@ def cut_leader(nemesis: Nemesis, value: dict[str, Any], wait_s: float = WAIT_S) 
 
 def _choose(roles: Story, cands: list[tuple[str, int]]) -> tuple[tuple[str, int], PartitionView]:
     """The first candidate without a replica on the active controller's node (`Story.choose`),
-    else the first whose leader is on it (its followers, cut off from it, are fenced and
-    leave the ISR: the same end), else the first (the cut then takes the leader's controller
-    too: the controller fences it, as a whole isolation would; nothing to wait for)."""
+    else the first whose leader is on it and keeps its quorum (its followers, cut off from
+    it, are fenced and leave the ISR: the same end), else the first (the cut then takes the
+    leader's controller too: the controller fences it, as a whole isolation would; nothing
+    to wait for)."""
     try:
         return roles.choose(cands, 1, wait=CHOOSE_S)
     except StoryError:
@@ -72,10 +73,24 @@ def _choose(roles: Story, cands: list[tuple[str, int]]) -> tuple[tuple[str, int]
             views.append((tp, roles.view(tp)))
         except Exception:  # noqa: BLE001 - metadata unavailable for this one: try the next
             continue
-    led = [(tp, v) for tp, v in views if v.leader is not None and v.leader == v.controller and v.followers]
+    led = [(tp, v) for tp, v in views if v.leader is not None and v.leader == v.controller and v.followers
+           and _keeps_controller(roles, v)]
     if led:
         return led[0]
     return views[0] if views else (cands[0], roles.view(cands[0]))
+
+
+def _keeps_controller(roles: Story, v: PartitionView) -> bool:
+    """Whether the leader keeps the active controller through the cut: the controller is not
+    on a follower's node, and if it is the leader's own, the voters outside the followers
+    are a majority (else the followers elect a controller of their own and it fences the
+    leader: in a 3-node cluster, where all three are voters)."""
+    if v.controller is None:
+        return True
+    if v.controller in v.followers:
+        return False
+    voters = roles.voters()
+    return v.controller != v.leader or not voters or len(voters - set(v.followers)) > len(voters) // 2
 
 
 def install_leader_cut(nemesis: Nemesis) -> None:

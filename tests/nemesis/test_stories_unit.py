@@ -255,6 +255,25 @@ def test_leader_cut_with_a_follower_on_the_controllers_node_does_not_wait():
     assert ev[1]["value"]["waited_s"] < 1
 
 
+def test_leader_cut_of_the_controllers_node_waits_only_if_it_keeps_its_quorum():
+    # the leader is the active controller (n1); its followers n2 and n3 are the other two of
+    # three voters: cut off from it, they elect a controller of their own, which fences it
+    m = Model(replicas=["n1", "n2", "n3"], isr=["n1", "n2", "n3"], leader="n1")
+    nem, ev = model_nemesis(m)
+    nem.db.controller_nodes = lambda: [StandInNode(n) for n in ("n1", "n2", "n3")]
+    install_leader_cut(nem)
+    nem.invoke(FaultOp("cut-leader", {"candidates": [["t", 0]]}))
+    assert ev[0]["value"]["spec"] == {"cut": [["n1"], ["n2", "n3"]]}
+    assert ev[1]["value"]["keeps_controller"] is False and ev[1]["value"]["waited_s"] < 1
+    # five voters: n1, n4 and n5 stay a majority; the followers leave the ISR, the leader stays
+    m = Model(replicas=["n1", "n2", "n3"], isr=["n1", "n2", "n3"], leader="n1")
+    nem, ev = model_nemesis(m)
+    nem.db.controller_nodes = lambda: [StandInNode(f"n{i}") for i in range(1, 6)]
+    install_leader_cut(nem)
+    nem.invoke(FaultOp("cut-leader", {"candidates": [["t", 0]]}))
+    assert ev[1]["value"]["keeps_controller"] is True and ev[1]["value"]["isr_alone"] is True
+
+
 def test_hw_truncation_stops_leader_crash_restarts_the_new_one_and_starts_everything():
     m = Model()
     nem, ev = model_nemesis(m)
