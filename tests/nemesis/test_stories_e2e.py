@@ -108,13 +108,18 @@ def healthy(c, md) -> bool:
     return all(v.leader is not None and len(v.isr) == 3 for v in views)
 
 
+def await_healthy(c, md, timeout: float = 60) -> bool:
+    """Poll `healthy` every 0.5 s until it holds or `timeout` s pass; its last answer."""
+    deadline = time.monotonic() + timeout
+    while not healthy(c, md) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return healthy(c, md)
+
+
 @pytest.mark.parametrize("story", list(MUST))
 def test_story_plays_its_steps_and_heals(cluster, story):
     c, db, nem, hist, md = cluster
-    deadline = time.monotonic() + 60
-    while not healthy(c, md) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert healthy(c, md), f"the cluster was not healthy before the story: {LAST}"
+    assert await_healthy(c, md), f"the cluster was not healthy before the story: {LAST}"
     first = len(list(read_events(hist.path)))
     nem.invoke(FaultOp(story))
     events = list(read_events(hist.path))[first:]
@@ -131,10 +136,7 @@ def test_story_plays_its_steps_and_heals(cluster, story):
     assert all(nem.net.rules(n.name) == [] for n in c.nodes)
     assert all(db.running(n) and not n.daemon_state(db.pidfile(n)).stopped for n in c.nodes)
     assert nem.killed == set() and nem.paused == set()
-    deadline = time.monotonic() + 60
-    while not healthy(c, md) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert healthy(c, md), f"the partitions did not get leaders and full ISRs back: {LAST}"
+    assert await_healthy(c, md), f"the partitions did not get leaders and full ISRs back: {LAST}"
 
 
 def test_leader_cut_leaves_the_leader_its_isr_alone_and_power_loss_targets_it(cluster):
@@ -142,10 +144,7 @@ def test_leader_cut_leaves_the_leader_its_isr_alone_and_power_loss_targets_it(cl
     controller and shrinks the ISR to itself (the op waits for it); the `lone-leader` role
     (the broker's `power-loss` target) then names it. Healed, the ISR is full again."""
     c, db, nem, hist, md = cluster
-    deadline = time.monotonic() + 60
-    while not healthy(c, md) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert healthy(c, md), f"the cluster was not healthy before the cut: {LAST}"
+    assert await_healthy(c, md), f"the cluster was not healthy before the cut: {LAST}"
     first = len(list(read_events(hist.path)))
     nem.invoke(FaultOp("cut-leader", {"candidates": [[TOPIC, p] for p in range(PARTITIONS)]}))
     events = list(read_events(hist.path))[first:]
@@ -160,7 +159,4 @@ def test_leader_cut_leaves_the_leader_its_isr_alone_and_power_loss_targets_it(cl
         time.sleep(0.5)
     assert lone == [cut["leader"]]
     nem.invoke(FaultOp("stop-partition"))
-    deadline = time.monotonic() + 60
-    while not healthy(c, md) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert healthy(c, md), f"the ISR did not fill again after the cut: {LAST}"
+    assert await_healthy(c, md), f"the ISR did not fill again after the cut: {LAST}"
