@@ -1,4 +1,5 @@
-"""Generator combinators on the virtual-clock simulator, and the threaded interpreter."""
+"""Generator combinators on the virtual-clock executor (`simulate`), the threaded executor
+(`harness.interpreter.run`), and the one op loop both run (contracts/generator/loop.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts import generator as g
-from contracts.generator import NS, simulate
+from contracts.generator import NS, OpLoop, VirtualExecutor, simulate
 from harness.interpreter import GeneratorStuck, run
 
 
@@ -377,3 +378,84 @@ def test_clients_go_on_while_a_fault_under_way_plays_out():
     assert 0.45 < fault_done - 0.05 < last <= fault_done + 0.05, (last, fault_done)
     last, _ = run_with(2.0, 0.4)  # the grace ends it: 0.3 + 0.4 s
     assert 0.6 < last < 0.75, last
+
+
+# --------------------------------------------------------------------------- the one loop, two executors
+
+
+def _echo_answer(op):
+    """EchoClient's answers, for the virtual executor."""
+    if op["f"] == "crash":
+        return {"type": "info", "error": "crashed"}
+    if op["f"] == "boom":
+        return {"type": "info", "error": "indeterminate: RuntimeError: boom"}
+    return {"type": "ok", "value": op["value"]}
+
+
+def _shape(h):
+    return [(e["process"], e["type"], e["f"], e.get("value"), e.get("error")) for e in h]
+
+
+def test_both_executors_drive_one_loop_the_same_way():
+    """One thread, so the real run's order is fixed: the threaded and the virtual executor give
+    the same history (invoke before completion, a new process after each info, errors kept)."""
+    ops = [{"f": "w", "value": 1}, {"f": "crash"}, {"f": "w", "value": 2}, {"f": "boom"}, {"f": "w", "value": 3}]
+    hist = ListHistory()
+    stats = run(g.lift(list(ops)), threads=1, clients=EchoClient, history=hist, rng=random.Random(0))
+    sim = simulate(g.lift(list(ops)), 1, complete=_echo_answer)
+    assert _shape(hist.events) == _shape(sim)
+    assert [e["process"] for e in sim if e["type"] == "invoke"] == [0, 0, 1, 1, 2]
+    assert stats.counts == {("w", "ok"): 3, ("crash", "info"): 1, ("boom", "info"): 1}
+
+
+def test_virtual_completions_due_together_come_back_one_per_wait():
+    """The virtual clock moves only when the loop waits; ops due at the same instant complete
+    in thread order, and an op due then starts after them."""
+    h = simulate(g.limit(4, g.repeat({"f": "x"})), 3, latency=1.0)
+    assert sorted((e["process"], e["type"], e["time"]) for e in h[:3]) == [(p, "invoke", 0) for p in range(3)]
+    # the first wait brought thread 0 back alone: the loop drew its op then, and started it
+    # once the others due at the same time had come back
+    assert [(e["process"], e["type"], e["time"]) for e in h[3:7]] == [
+        (0, "ok", NS), (1, "ok", NS), (2, "ok", NS), (0, "invoke", NS)]
+
+
+def test_a_fault_under_way_on_the_virtual_clock():
+    """run_case's shape with a nemesis thread on the virtual clock: a story begun before the
+    time limit keeps the clients going until it ends; nemesis ops are not journaled."""
+    clients = g.while_nemesis_busy(3.0, 3.0, g.clients(g.delay(0.1, g.repeat({"f": "w"}))))
+    faults = g.time_limit(3.0, g.nemesis(g.delay(2.5, g.repeat({"f": "story"}))))
+    ex = VirtualExecutor(latency_ns=lambda op: 2 * NS if op["f"] == "story" else NS // 100)
+    stats = OpLoop(g.any_of(clients, faults), ex, threads=2, rng=random.Random(0), nemesis=True).run()
+    assert stats.counts[("story", "info")] == 2  # at 0 s and at 2.5 s, ending at 4.5 s
+    assert all(e["process"] != g.NEMESIS_THREAD for e in ex.history)
+    last = max(e["time"] for e in ex.history if e["type"] == "invoke") / NS
+    assert 4.3 < last <= 4.5, last
+    assert stats.invoked == len(ex.history) // 2 == stats.completed() - 2
+
+
+def test_the_virtual_executor_stops_with_ops_open():
+    ex = VirtualExecutor(latency_ns=NS, max_events=5)
+    stats = OpLoop(g.repeat({"f": "w"}), ex, threads=3, rng=random.Random(0)).run()
+    assert stats.stopped and len(ex.history) == 5
+    assert stats.open_at_end == stats.invoked - stats.completed() > 0
+
+
+class _SameProcess(g.Generator):
+    """Always process 0, busy or not: a broken generator."""
+
+    def op(self, ctx):
+        return {"process": 0, "f": "w", "value": None, "time": ctx.time}
+
+
+def test_both_executors_refuse_an_op_for_a_busy_process_and_a_stuck_generator():
+    with pytest.raises(RuntimeError, match="busy or unknown process 0"):
+        simulate(_SameProcess(), 2)
+    with pytest.raises(RuntimeError, match="busy or unknown process 0"):
+        run(_SameProcess(), threads=2, clients=EchoClient, history=ListHistory(), rng=random.Random(0))
+
+    class Stuck(g.Generator):
+        def op(self, ctx):
+            return g.PENDING
+
+    with pytest.raises(GeneratorStuck):
+        simulate(Stuck(), 1)
