@@ -36,9 +36,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from contracts import options  # noqa: E402
 from contracts.errors import EXIT_BAD_INPUT, InputError  # noqa: E402
 from harness import campaign as C  # noqa: E402
+from harness.options import SPEC  # noqa: E402
 
 
 def loadavg() -> str:
@@ -102,7 +102,7 @@ def run(a: argparse.Namespace, out_root: str) -> list[dict[str, Any]]:
     spec = C.load_spec(a.file)
     spec.cells = pick(spec.cells, a.cells)
     spec.repeats = a.runs
-    overrides = options.from_mapping({"time_limit": a.time_limit} if a.time_limit else {}, "--time-limit")
+    overrides = SPEC.from_mapping({"time_limit": a.time_limit} if a.time_limit else {}, "--time-limit")
     quiet = Progress(enabled=False)
     loads: dict[str, str] = {}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from compat import kafka_python, librdkafka
 from compat.cluster import LocalCluster
-from compat.verdict import EXPECTED_FILE, SuiteRun, judge, load_expected, table
+from compat.verdict import EXPECTED_FILE, SuiteRun, compare_with_expected, load_expected, table
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = (kafka_python.SUITE, librdkafka.SUITE)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run_suite(suite, nodes, tool, args, logs / f"{suite}-{nodes}n"))
         except (RuntimeError, TimeoutError, OSError) as e:
             runs.append(SuiteRun(suite, nodes, error=f"cluster or suite did not start: {e}"))
-    verdict = judge(runs, expected)
+    verdict = compare_with_expected(runs, expected)
     print()
     print(table(runs, verdict))
     print(f"\nlogs: {logs}")

@@ -7,7 +7,7 @@ message). `expected-failures.txt` lists the tests allowed to fail, one a line:
     kafka-python   *      test_admin_integration.py::test_delete_records         not yet implemented: DeleteRecords
     librdkafka     1      0098_consumer_txn                                      creates topics with replication factor 3
 
-`nodes` is `*` or a cluster size. `judge` splits failures into expected (with the file's
+`nodes` is `*` or a cluster size. `compare_with_expected` splits failures into expected (with the file's
 reason) and unexpected (with the suite's message), and lists expected failures that now
 pass (so the file can be pruned), except entries whose reason starts with "flaky" (they
 may pass). Only unexpected failures fail the job.
@@ -106,7 +106,7 @@ class Verdict:
         return 1 if self.unexpected else 0
 
 
-def judge(runs: list[SuiteRun], expected: list[Expectation]) -> Verdict:
+def compare_with_expected(runs: list[SuiteRun], expected: list[Expectation]) -> Verdict:
     failures, now_passing = [], []
     for r in runs:
         if r.error is not None:

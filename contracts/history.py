@@ -14,6 +14,8 @@ Contracts
   `ReadStats.dropped`; a malformed line anywhere else raises `InputError(path, line)`.
 - Pairing invokes with completions is `contracts.pairing` (its rules are in its docstring);
   `pair_ops` and `Op` are re-exported here, and `read_ops` pairs a file's events.
+- `clock_anchor(start_ns)`: the history's time 0 on the host's clocks (test.json's
+  `history_start`), so that a system's own log lines can be put on the history's clock.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from contracts.errors import InputError
@@ -299,3 +302,17 @@ def fault_windows(nemesis_events: Iterable[dict[str, Any]]) -> list[FaultWindow]
             w.stop = ev["time"]
             w.stop_event = ev
     return out
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def clock_anchor(start_ns: int) -> dict[str, Any]:
+    """The history's time 0 on this host's clocks (test.json `history_start`)."""
+    mono = time.monotonic_ns()
+    wall = time.time()
+    try:
+        boot = BOOT_ID.read_text().strip()
+    except OSError:
+        boot = None
+    return {"wall": round(wall - (mono - start_ns) / 1e9, 6), "mono_ns": start_ns, "boot_id": boot}

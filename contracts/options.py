@@ -1,44 +1,44 @@
-"""The options of one test, declared once: `TestOptions` and its spec.
+"""The options of one test, declared once, in groups: the spec machinery and the general group.
 
-Every option is a field of `TestOptions` whose metadata (`opt(...)`) gives its help text, its
+An option is a dataclass field whose metadata (`opt(...)`) gives its help text, its
 command-line flag and how a text value (a flag's argument, a campaign file's value) becomes
-the field's value. From this one table come:
+the field's value. Options come in groups (dataclasses of such fields): `GeneralOptions` for
+every test, and the groups each system under test brings (`SystemUnderTest.option_groups`:
+workloads/options.py's Kafka-client options, suites/*/options.py). `OptionSpec(groups)` composes
+them into one flat record class (`spec.cls`, harness/options.py's `TestOptions`), and from that
+one spec come:
 
-- `wrack test` / `wrack demo`'s flags (`harness.cmd_test.add_test_options`, `from_args`);
-- a campaign file's option keys (`from_mapping`: the field name, with `-` or `_`, or the
+- `wrack test` / `wrack demo`'s flags (`harness.cmd_test.add_test_options`);
+- a campaign file's option keys (`spec.from_mapping`: the field name, with `-` or `_`, or the
   flag's name);
-- the workload's options (`workloads.base.WorkloadOptions` takes its shared defaults from
-  `DEFAULTS` and its values from the test options of the same name);
-- the options table in docs/harness.md (`markdown_table`; tests/test_options.py checks it).
+- the workload's options (records of their own taking values from the options of the same name);
+- the options table in docs/harness.md (`spec.markdown_table`; tests/test_options.py checks it);
+- which options belong to which group (`spec.group_of`), so a system refuses another's options
+  and a report shows only the options of the system it tested.
 
-test.json records `to_dict()` as `options`. Checks that need the registries (workload,
-backend, nemesis and safeguard names) are the runner's (`harness.runner.validate`).
+test.json records `to_dict()` as `options`. Checks that need the registries (system,
+workload, backend, nemesis names) are the runner's (`harness.runner.validate`).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields, make_dataclass
 from typing import Any
 
 from contracts.errors import InputError
 
 
-def _csv(v: str | list[str]) -> list[str]:
+def csv(v: str | list[str]) -> list[str]:
     """`a,b` (or a list) -> ["a", "b"]; `none` (or nothing) -> []."""
     items = v.split(",") if isinstance(v, str) else [str(x) for x in v]
     return [x.strip() for x in items if x.strip() and x.strip() != "none"]
 
 
-def _command(v: str | list[str]) -> list[str]:
+def command(v: str | list[str]) -> list[str]:
     """A shell-quoted command line (or a list of words) -> its words."""
     return shlex.split(v) if isinstance(v, str) else [str(x) for x in v]
-
-
-def acks_name(s: Any) -> str:
-    """An acks setting as the harness names it: "-1" is "all", anything else its text."""
-    return {"-1": "all"}.get(str(s), str(s))
 
 
 def opt(default: Any = MISSING, help: str = "", *, factory: Callable[[], Any] | None = None,
@@ -56,50 +56,29 @@ def opt(default: Any = MISSING, help: str = "", *, factory: Callable[[], Any] | 
 
 
 @dataclass
-class TestOptions:
-    """Every option of one test (recorded in test.json as `options`)."""
+class GeneralOptions:
+    """Every test, whatever the system under test.
 
-    name: str | None = opt(None, "test name (default: from workload, acks and faults)")
+    Each system adds groups of its own (`SystemUnderTest.option_groups`)."""
+
+    name: str | None = opt(None, "test name (default: from the system, workload and faults)")
     backend: str = opt("local", "where nodes come from: local, docker or ssh")
     nodes: int = opt(5, "number of nodes")
-    db: str = opt("wrack", "the system under test: wrack (the project's Kafka-compatible broker) or etcd",
-                  choices=("wrack", "etcd"))
-    workload: str | None = opt(None, "queue, log or noop for wrack (default queue); register for etcd (its "
-                                     "default)")
+    db: str = opt("wrack", "the system under test (`wrack test --help` lists them)")
+    workload: str | None = opt(None, "the workload (default: the system's own; `--help` lists each system's)")
     nemesis: list[str] = opt(
-        factory=lambda: ["mix"], parse=_csv, metavar="LIST",
-        help="comma list of fault packages: mix (the fault stories and generic faults in rotation with "
-             "fault-free periods), partition, kill, pause, restart, rolling-restart, kill-leader, "
-             "partition-leader, kill-controller, partition-controller, power-loss, lrs, hw-truncation, "
-             "leso, leader-churn, wipe-follower, stale-alter-partition, ... or none")
+        factory=lambda: ["mix"], parse=csv, metavar="LIST",
+        help="comma list of fault packages: mix (the system's default rotation of faults with fault-free "
+             "periods), partition, kill, pause, restart, rolling-restart, power-loss, and the system's own "
+             "(e.g. kill-leader, partition-leader, the fault stories), or none")
     nemesis_interval: float = opt(10.0, "mean seconds between one fault package's actions (each keeps its own "
                                                "clock; the mix: each fault's hold time)", metavar="S")
-    acks: str = opt("all", "all, 1 or mixed (per op)", parse=acks_name, choices=("all", "1", "mixed"))
-    rf: int = opt(3, "replication factor")
-    min_isr: int = opt(2, "min.insync.replicas")
-    partitions: int = opt(2, "partitions per topic")
-    topics: int = opt(2, "topics")
-    flush_policy: str = opt("none", "none (the OS writes back), every (fsync each message) or N messages")
-    safeguards_off: list[str] = opt(
-        factory=list, flag="--safeguard-off", repeat=True, metavar="NAME", parse=_csv,
-        help="switch a broker safeguard off (repeatable; see docs/broker-replication.md)")
-    unclean_election: bool = opt(
-        False, "unclean.leader.election.enable=true: a configuration that may lose acknowledged writes "
-               "(allowed by the policy), unlike --safeguard-off clean-election-only")
-    time_limit: float = opt(60.0, "seconds of workload and faults (the workload goes on while a fault begun before then plays out, at most as long again)", metavar="S")
+    time_limit: float = opt(60.0, "seconds of workload and faults (the workload goes on while a fault begun "
+                                  "before then plays out, at most as long again)", metavar="S")
     rate: float = opt(5000.0, "client ops per second at most, all threads")
-    concurrency: str = opt("1n", "consuming client threads: a number, or Kn for K per node")
-    in_flight: int = opt(64, "queue workload: send-only processes beside them, so up to N more sends are "
-                             "in flight at once (0: none)", metavar="N")
-    txn_p: float = opt(0.0, "queue workload: share of the consuming clients' ops that are `txn` ops (Kafka "
-                            "transactions of sends and polls; read_committed consumers; --client confluent)",
-                       metavar="P")
+    concurrency: str = opt("1n", "client threads: a number, or Kn for K per node")
     test_count: int = opt(1, "run this many tests; stop at the first not valid")
     seed: int | None = opt(None, "seed for every random choice (default: random, recorded)")
-    etcd_reads: str = opt("linearizable", "etcd register reads: linearizable (through the Raft log) or "
-                                           "serializable (a member's local state: may be stale)",
-                          choices=("linearizable", "serializable"))
-    client: str = opt("confluent", "confluent (librdkafka) or kafka-python", choices=("confluent", "kafka-python"))
     request_timeout: float = opt(5.0, "seconds before a client request is indeterminate", metavar="S")
     final_time_limit: float = opt(15.0, "seconds the final read-back may take", metavar="S")
     recovery_time_limit: float = opt(
@@ -109,27 +88,9 @@ class TestOptions:
                                            metavar="S")
     transport: str = opt("nsenter", "local backend: nsenter or ssh", choices=("nsenter", "ssh"))
     inventory: str | None = opt(None, "ssh backend: inventory YAML", metavar="FILE")
-    controllers: int | None = opt(None, "controller quorum voters, on the first N nodes (combined mode; "
-                                        "default 3 for 3 or more nodes, else 1)", metavar="N")
-    broker_command: list[str] | None = opt(None, "command that runs the broker on a node (default wrack-broker)",
-                                           parse=_command, metavar="CMD")
     collect_data: bool = opt(True, "collect node logs but not their data directories", flag="--no-data",
                              invert=True)
     results: str | None = opt(None, "results root (default ./results or $WRACK_RESULTS)", metavar="DIR")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-DEFAULTS = TestOptions()
-DEFAULT_WORKLOAD = {"wrack": "queue", "etcd": "register"}  # --workload when not given, by --db
-
-
-def workload_of(o: TestOptions) -> str:
-    """The workload `o` runs: `--workload`, else its DB's default (`DEFAULT_WORKLOAD`)."""
-    return o.workload or DEFAULT_WORKLOAD[o.db]
-SPEC: tuple[Field, ...] = fields(TestOptions)
-_BY_NAME = {f.name: f for f in SPEC}
 
 
 def flag_of(f: Field) -> str:
@@ -169,51 +130,96 @@ def reader(f: Field) -> Callable[[str], Any]:
     return read
 
 
-def field_for_key(key: str) -> Field | None:
-    """The option a campaign key names: the field name (with `-` or `_`) or its flag's name."""
-    name = str(key).replace("-", "_")
-    if name in _BY_NAME:
-        return _BY_NAME[name]
-    return next((f for f in SPEC if flag_of(f) == "--" + str(key).replace("_", "-")), None)
+def _copy(f: Field) -> tuple[str, Any, Any]:
+    """`f` as a `make_dataclass` field spec (its default, factory and metadata kept)."""
+    if f.default_factory is not MISSING:
+        return f.name, f.type, field(default_factory=f.default_factory, metadata=f.metadata)
+    return f.name, f.type, field(default=f.default, metadata=f.metadata)
 
 
-def from_mapping(values: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Field name -> value for a mapping keyed as in a campaign file; InputError (naming
-    `where` and the key) for an unknown option or a value of the wrong type."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        f = field_for_key(key)
-        if f is None:
-            raise InputError(f"{where}: unknown option {key!r}")
-        try:
-            out[f.name] = parse_value(f, value)
-        except (TypeError, ValueError) as e:
-            raise InputError(f"{where}: option {key!r}: {e}") from None
-    return out
+class OptionSpec:
+    """Option groups composed into one flat record class, `cls` (named `name`, with `to_dict`).
 
+    A field of the same name in two groups is one option (a group may share another's field,
+    e.g. two Kafka-wire systems both take the Kafka client's options); the first group that
+    names it owns it. Groups are kept in order: the docs' table and the help list them so."""
 
-def check_choices(o: TestOptions) -> None:
-    """InputError for an option outside its `choices` (the flag named)."""
-    for f in SPEC:
-        v = getattr(o, f.name)
-        if f.metadata["choices"] and v not in f.metadata["choices"]:
-            raise InputError(f"{flag_of(f)}: {v!r} is not one of {', '.join(f.metadata['choices'])}")
+    def __init__(self, name: str, groups: Sequence[type]):
+        self.groups = list(dict.fromkeys(groups))
+        self.owner: dict[str, type] = {}
+        specs = []
+        for g in self.groups:
+            for f in fields(g):
+                if f.name not in self.owner:
+                    self.owner[f.name] = g
+                    specs.append(_copy(f))
+        self.cls = make_dataclass(name, specs, namespace={"to_dict": lambda self: asdict(self)})
+        self.fields: tuple[Field, ...] = fields(self.cls)
+        self.by_name = {f.name: f for f in self.fields}
+        self.defaults = self.cls()
 
+    def __iter__(self) -> Iterator[Field]:
+        return iter(self.fields)
 
-def markdown_table() -> str:
-    """The options table of docs/harness.md: flag, default, meaning."""
-    rows = ["| option | default | meaning |", "| --- | --- | --- |"]
-    for f in SPEC:
-        default = getattr(DEFAULTS, f.name)
+    def group_of(self, name: str) -> type:
+        return self.owner[name]
+
+    def field_for_key(self, key: str) -> Field | None:
+        """The option a campaign key names: the field name (with `-` or `_`) or its flag's name."""
+        name = str(key).replace("-", "_")
+        if name in self.by_name:
+            return self.by_name[name]
+        return next((f for f in self.fields if flag_of(f) == "--" + str(key).replace("_", "-")), None)
+
+    def from_mapping(self, values: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """Field name -> value for a mapping keyed as in a campaign file; InputError (naming
+        `where` and the key) for an unknown option or a value of the wrong type."""
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            f = self.field_for_key(key)
+            if f is None:
+                raise InputError(f"{where}: unknown option {key!r}")
+            try:
+                out[f.name] = parse_value(f, value)
+            except (TypeError, ValueError) as e:
+                raise InputError(f"{where}: option {key!r}: {e}") from None
+        return out
+
+    def normalize(self, o: Any) -> None:
+        """Read every option of `o` given as text the way its flag would (e.g. acks "-1" is "all")."""
+        for f in self.fields:
+            v = getattr(o, f.name)
+            if f.metadata["parse"] is not None and isinstance(v, str):
+                setattr(o, f.name, f.metadata["parse"](v))
+
+    def check_choices(self, o: Any) -> None:
+        """InputError for an option outside its `choices` (the flag named)."""
+        for f in self.fields:
+            v = getattr(o, f.name)
+            if f.metadata["choices"] and v not in f.metadata["choices"]:
+                raise InputError(f"{flag_of(f)}: {v!r} is not one of {', '.join(f.metadata['choices'])}")
+
+    def set_outside(self, o: Any, groups: Sequence[type]) -> list[Field]:
+        """The options of `o` set away from their defaults that belong to none of `groups`."""
+        keep = set(groups)
+        return [f for f in self.fields if self.owner[f.name] not in keep
+                and getattr(o, f.name) != getattr(self.defaults, f.name)]
+
+    def markdown_table(self) -> str:
+        """The options table of docs/harness.md: flag, default, meaning, with a row naming each
+        group (its docstring's first line) before its options."""
+        rows = ["| option | default | meaning |", "| --- | --- | --- |"]
+        for g in self.groups:
+            title = (g.__doc__ or g.__name__).strip().split("\n")[0].rstrip(".")
+            rows.append(f"| **{title}** | | |")
+            rows += [self._row(f) for f in self.fields if self.owner[f.name] is g]
+        return "\n".join(rows)
+
+    def _row(self, f: Field) -> str:
+        default = getattr(self.defaults, f.name)
         shown = ",".join(default) if isinstance(default, list) else default
         if f.metadata["invert"]:
             shown = "off"
         elif isinstance(default, bool):
             shown = "on" if default else "off"
-        rows.append(f"| `{flag_of(f)}` | {'' if shown in (None, '') else f'`{shown}`'} "
-                    f"| {f.metadata['help']} |")
-    return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    print(markdown_table())
+        return f"| `{flag_of(f)}` | {'' if shown in (None, '') else f'`{shown}`'} | {f.metadata['help']} |"

@@ -11,8 +11,11 @@ A run is checked by its workload's checker (`analyze`) composed with `checkers.c
 a workload with `checks_recovery` (queue) adds liveness (`checkers.liveness`: every key takes
 a write and a read within `--recovery-time-limit` of the final heal, else `no-recovery`;
 availability in and outside fault windows; recovery times), into results.json's `liveness`.
-results.json is the workload checker's result at the top, with the composed verdict and
-anomalies (`flatten`).
+The checkers' raw results and the system's loss rules for this run (`SystemUnderTest.
+loss_rules`, from its configuration and fault history) make the verdict in one place,
+`checkers.verdict.judge` (a run that ended in an error is at best unknown). results.json is
+the workload checker's result at the top, with the verdict and the composed anomalies
+(`flatten`), and the system's explanation of the anomalies (`explanations`) when it has one.
 
 `check_run` reads the history twice: one validated pass (`HistoryScan`) for the history's
 figures, its faults (the policy) and liveness, then the checker's own pass; explanations
@@ -32,21 +35,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import workloads
+import suites
 from checkers import liveness
 from checkers.compose import MERGED_KEYS, compose, merge_results
 from checkers.coverage import fault_coverage
 from checkers.coverage import warnings as coverage_warnings
-from checkers.policy import Policy, choose
-from checkers.queue.explain import explain
+from checkers.policy import Policy
+from checkers.verdict import judge
 from contracts import store
 from contracts.errors import InputError
 from contracts.history import ReadStats, read_events
 from contracts.pairing import NEMESIS, Pairing, same_line
+from contracts.protocols import Workload
 from harness import plots as hplots
-from harness.nodelogs import read_node_events
 from harness.report import write_report
-from workloads.base import Workload, WorkloadOptions
+from suites.base import RunFacts
 
 
 class HistoryScan:
@@ -99,16 +102,15 @@ class HistoryScan:
 
 class RunInputs:
     """One run's inputs for its checkers (`checkers.compose.Run`): `events()` is the shared
-    validated pass (`HistoryScan`); `allowed` and `policies` are the expected-anomaly policy's
-    (`checkers.policy.choose`), which reads that pass's faults, so the first to ask completes
-    the pass if no checker read it before."""
+    validated pass (`HistoryScan`); `policy` is the system's loss rules for the run, which
+    read that pass's faults, so the first to ask completes the pass if no checker read it."""
 
     def __init__(self, run_dir: Path, test: Mapping[str, Any], options: Mapping[str, Any], *,
-                 keys: Sequence[str], time_limit: float | None):
+                 system: Any, keys: Sequence[str], time_limit: float | None):
         self.run_dir = run_dir
         self.history_path = run_dir / "history.jsonl"
         self.scan = HistoryScan(self.history_path)
-        self.test, self.options, self.keys = test, options, keys
+        self.test, self.options, self.system, self.keys = test, options, system, keys
         self.time_limit = time_limit
         self.incomplete = not test or test.get("end") is None
 
@@ -118,16 +120,8 @@ class RunInputs:
     @cached_property
     def policy(self) -> Policy:
         self.scan.drain()  # raises InputError for a malformed history
-        return choose(self.options, incomplete=self.incomplete, events=self.scan.nemesis, keys=self.keys,
-                      isr_changes=isr_changes(self.run_dir, self.test))
-
-    @property
-    def allowed(self) -> list[str]:
-        return self.policy.allowed
-
-    @property
-    def policies(self) -> list[str]:
-        return self.policy.names
+        return self.system.loss_rules(RunFacts(self.options, self.scan.nemesis, self.keys, self.incomplete,
+                                               self.run_dir, self.test))
 
 
 class WorkloadCheck:
@@ -139,7 +133,7 @@ class WorkloadCheck:
         self.plots: Any = None
 
     def check(self, run: RunInputs) -> dict[str, Any]:
-        checked = self.wl.analyze(run.history_path, run.allowed, run.time_limit, policies=run.policies)
+        checked = self.wl.analyze(run.history_path, run.time_limit)
         self.plots = checked.plots
         return dict(checked.result)
 
@@ -165,59 +159,43 @@ class CheckedRun:
 
 
 def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float | None = None) -> CheckedRun:
-    """Run the workload's checkers on the run's history and write results.json."""
+    """Run the workload's checkers on the run's history, judge it, and write results.json."""
     run_dir = Path(run_dir)
     if not (run_dir / "history.jsonl").is_file():
         raise InputError("no history.jsonl in this run folder", str(run_dir))
-    test = store.read_json(run_dir / "test.json")
-    options = dict((test or {}).get("options") or {})
-    if workload:
-        options["workload"] = workload
-    options.setdefault("workload", "queue")
+    test = store.read_json(run_dir / "test.json") or {}
+    options = dict(test.get("options") or {})
     try:
-        wl = workloads.make(options["workload"], WorkloadOptions.from_test(options))
+        system = suites.get(options.get("db") or suites.DEFAULT)
+        wl = system.make_workload(workload or options.get("workload") or system.default_workload, options)
     except ValueError as e:
         raise InputError(str(e), str(run_dir / "test.json")) from None
-    run = RunInputs(run_dir, test or {}, options, keys=wl.keys, time_limit=time_limit)
+    options["workload"] = wl.name
+    run = RunInputs(run_dir, test, options, system=system, keys=wl.keys, time_limit=time_limit)
     main = WorkloadCheck(wl)
     # liveness first: it reads the shared pass, which the workload's policy then finds complete
     beside = {"liveness": LivenessCheck(wl.keys, wl.opts.recovery_time_limit)} if wl.checks_recovery else {}
     t0 = time.monotonic()
-    results, beside_results = flatten(compose({**beside, wl.checker: main}).check(run), wl.checker)
-    hstats = run.scan.summary()
-    results.setdefault("allowed", run.policy.allowed)
-    results["policy"] = run.policy.to_dict()
-    judge_by_partition(results, run.policy)
+    composed = compose({**beside, wl.checker: main}).check(run)
+    verdict = judge({n: composed[n] for n in (*beside, wl.checker)}, run.policy, run_error=test.get("error"))
+    results, beside_results = flatten(composed, wl.checker)
+    verdict.write_into(results, run.policy)
+    if test.get("error"):
+        results["run_error"] = test["error"]
     results["checker"] = wl.checker
-    results["history"] = hstats
+    results["history"] = run.scan.summary()
     results["faults"] = fault_coverage(run.scan.nemesis)
     if warnings := coverage_warnings(results["faults"]):
         results["warnings"] = warnings
     results["check_seconds"] = round(time.monotonic() - t0, 3)
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    if hstats["dropped_lines"] or run.incomplete:
+    if results["history"]["dropped_lines"] or run.incomplete:
         results["incomplete_run"] = True
     results.update(beside_results)  # under their names: `liveness`
-    if wl.checker == "queue" and results.get("anomaly_types"):
-        results["explanations"] = explain_run(run_dir, results, test or {}, options)
+    if results.get("anomaly_types") and (why := system.explain(run_dir, results, test)) is not None:
+        results["explanations"] = why
     store.write_json(run_dir / "results.json", results)
     return CheckedRun(results, main.plots)
-
-
-def judge_by_partition(results: dict[str, Any], policy: Policy) -> None:
-    """An anomaly type allowed only for the partitions over the ELR's bound but found in
-    another (`Policy.outside`) is not allowed: the verdict is invalid, the type leaves
-    `allowed` and the policy names the partitions (`outside_allowed_partitions`)."""
-    outside = policy.outside(results.get("anomaly_keys") or {})
-    if not outside:
-        return
-    results["valid"] = False
-    results["allowed"] = [t for t in results.get("allowed") or [] if t not in outside]
-    results["bad_anomaly_types"] = sorted(set(results.get("bad_anomaly_types") or []) | set(outside))
-    results["policy"]["outside_allowed_partitions"] = outside
-    results["policy"]["reasons"].append(
-        "found where the protocol's promise held (at most min ISR - 1 lossy shutdowns at once): "
-        + "; ".join(f"{t} in {', '.join(ks)}" for t, ks in sorted(outside.items())))
 
 
 def flatten(composed: Mapping[str, Any], main: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -229,34 +207,6 @@ def flatten(composed: Mapping[str, Any], main: str) -> tuple[dict[str, Any], dic
     parts = {name: {k: v for k, v in composed[name].items() if k not in MERGED_KEYS or k == "valid"}
              for name in others}
     return results, parts
-
-
-def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any],
-                options: Mapping[str, Any]) -> dict[str, Any]:
-    """Why each anomalous offset was lost (`checkers.queue.explain` over the history and the
-    nodes' event lines, `harness.nodelogs`); an explanation that fails is noted, never raised."""
-    try:
-        ne = read_node_events(run_dir, dict(test))
-        out = explain(read_events(run_dir / "history.jsonl"), ne.events, dict(results), dict(options))
-        out["clock"] = ne.clock
-        return out
-    except Exception as e:  # noqa: BLE001 - a missing explanation must not cost the verdict
-        return {"error": f"{type(e).__name__}: {e}", "explained": [], "counts": {}}
-
-
-def isr_changes(run_dir: Path, test: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The controller's ISR changes from the nodes' event lines, on the history's clock, for the
-    policy (`checkers.lossy`: they see a replica's spell outside the ISR that the observer's
-    polls miss). None when the logs are missing or their clock is only approximate."""
-    try:
-        ne = read_node_events(run_dir, dict(test))
-    except Exception:  # noqa: BLE001 - without them the observer's events stand alone
-        return []
-    if ne.clock not in ("monotonic", "wall"):
-        return []
-    return [{"time": e["time"], "key": e["tp"], "isr": list(e.get("isr") or []),
-             "elected": e.get("leader") if e.get("election") not in (None, "none") else None} for e in ne.events
-            if e.get("event") == "partition-change" and e.get("time") is not None and e.get("tp")]
 
 
 def render_outputs(run_dir: Path, test: Mapping[str, Any] | None = None, analysis: Any = None) -> list[str]:

@@ -5,7 +5,7 @@ Campaign file (YAML)::
     name: smoke
     description: what it is for
     repeats: 2                       # runs per cell (default 1)
-    defaults: {nodes: 3, time_limit: 20}       # options of every cell (contracts.options:
+    defaults: {nodes: 3, time_limit: 20}       # options of every cell (harness/options.py:
                                                # field or flag names, `-` or `_`)
     matrix:                          # the cross product of these lists
       acks: [all, "1"]
@@ -50,8 +50,9 @@ from xml.sax.saxutils import quoteattr
 
 import yaml
 
-from contracts import options, store
+from contracts import store
 from contracts.errors import InputError
+from harness.options import SPEC
 from harness.runner import TestOptions, run_test, validate
 
 DEFAULT_ROOT = "campaign-results"
@@ -105,7 +106,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
     repeats = raw.get("repeats", 1)
     if not isinstance(repeats, int) or repeats < 1:
         raise InputError(f"repeats must be a positive integer, not {repeats!r}", p)
-    defaults = options.from_mapping(raw.get("defaults") or {}, f"{p}: defaults")
+    defaults = SPEC.from_mapping(raw.get("defaults") or {}, f"{p}: defaults")
     cells: list[Cell] = []
     matrix = raw.get("matrix") or {}
     if not isinstance(matrix, dict):
@@ -119,7 +120,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
                 raise InputError(f"matrix: {k} must be a non-empty list", p)
             values.append(v)
         for combo in itertools.product(*values):
-            cells.append(Cell(options.from_mapping(dict(zip(keys, combo, strict=True)), f"{p}: matrix")))
+            cells.append(Cell(SPEC.from_mapping(dict(zip(keys, combo, strict=True)), f"{p}: matrix")))
     for i, c in enumerate(raw.get("cells") or []):
         if not isinstance(c, dict):
             raise InputError(f"cells[{i}] must be a mapping", p)
@@ -128,7 +129,7 @@ def load_spec(path: str | os.PathLike[str]) -> CampaignSpec:
         if expect not in EXPECT:
             raise InputError(f"cells[{i}]: unknown expect {expect!r} (one of {', '.join(EXPECT)})", p,
                              _cell_line(p, i))
-        cells.append(Cell(options.from_mapping(c, f"{p}: cells[{i}]"), expect))
+        cells.append(Cell(SPEC.from_mapping(c, f"{p}: cells[{i}]"), expect))
     if not cells:
         cells = [Cell({})]
     seen: set[str] = set()

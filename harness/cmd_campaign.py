@@ -15,8 +15,8 @@ import argparse
 import json
 import sys
 
-from contracts import options
 from contracts.errors import InputError
+from harness.options import SPEC
 from harness.progress import Progress
 
 
@@ -45,7 +45,7 @@ def _overrides(items: list[str]) -> dict:
             raise InputError(f"--set {it!r}: expected OPT=VALUE")
         k, v = it.split("=", 1)
         out[k] = yaml.safe_load(v)
-    return options.from_mapping(out, "--set")
+    return SPEC.from_mapping(out, "--set")
 
 
 def run(args: argparse.Namespace) -> int:

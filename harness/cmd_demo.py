@@ -23,8 +23,8 @@ from typing import Any
 
 from contracts.errors import EXIT_INVALID, EXIT_VALID, InputError
 from contracts.history import read_events
-from contracts.options import workload_of
 from harness.cmd_test import add_test_options, options_from_args, print_outcome
+from harness.options import workload_of
 from harness.progress import Progress
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "histories"

@@ -1,6 +1,6 @@
 """`wrack test`: run a test on a real cluster and print its verdict and report path.
 
-Creates a cluster (`--backend`), starts a broker on every node, runs the workload with the
+Creates a cluster (`--backend`), starts the system under test (`--db`) on every node, runs the workload with the
 nemesis schedule for `--time-limit` s, heals, reads everything back, tears down, checks,
 and writes the run folder (docs/results.md). `--test-count N` runs N tests and stops at
 the first one that is not valid. Exit codes: 0 valid, 1 invalid, 2 unknown, 254 bad
@@ -15,23 +15,28 @@ import sys
 from dataclasses import Field
 from typing import Any
 
-from contracts import options
 from contracts.errors import EXIT_BAD_INPUT
+from contracts.options import flag_of, reader
+from harness.options import DEFAULTS, SPEC, TestOptions
 from harness.progress import Progress
 
 
 def add_test_options(p: argparse.ArgumentParser) -> None:
-    """The options of one test, one flag per `contracts.options.TestOptions` field (shared
-    with `wrack demo`), plus `--quiet` and `--json`."""
-    for f in options.SPEC:
-        add_option(p, f)
+    """The options of one test, one flag per `harness.options.TestOptions` field (shared
+    with `wrack demo`), in an argument group per option group, plus `--quiet` and `--json`."""
+    groups: dict[type, Any] = {}
+    for f in SPEC:
+        g = SPEC.group_of(f.name)
+        if g not in groups:
+            groups[g] = p.add_argument_group((g.__doc__ or g.__name__).strip().split("\n")[0].rstrip("."))
+        add_option(groups[g], f)
     p.add_argument("--quiet", action="store_true", help="no progress display")
     p.add_argument("--json", action="store_true", help="print one JSON object per run on stdout")
 
 
-def add_option(p: argparse.ArgumentParser, f: Field) -> None:
+def add_option(p: Any, f: Field) -> None:
     """The flag of one option, from its spec (help, default, how its text is read)."""
-    meta, default = f.metadata, getattr(options.DEFAULTS, f.name)
+    meta, default = f.metadata, getattr(DEFAULTS, f.name)
     helptext = meta["help"] + ("" if default in (None, [], False) or meta["invert"] else
                                f" (default {','.join(default) if isinstance(default, list) else default})")
     kw: dict[str, Any] = {"dest": f.name, "help": helptext}
@@ -40,15 +45,16 @@ def add_option(p: argparse.ArgumentParser, f: Field) -> None:
     elif isinstance(default, bool):
         kw.update(action="store_true", default=default)
     elif meta["repeat"]:
-        kw.update(action="extend", type=options.reader(f), default=[],
+        kw.update(action="extend", type=reader(f), default=[],
                   metavar=meta["metavar"])
     else:
-        kw.update(type=options.reader(f), default=default, metavar=meta["metavar"])
-    p.add_argument(options.flag_of(f), **kw)
+        kw.update(type=reader(f), default=default, metavar=meta["metavar"])
+    p.add_argument(flag_of(f), **kw)
 
 
-def options_from_args(args: argparse.Namespace) -> options.TestOptions:
-    return options.TestOptions(**{f.name: getattr(args, f.name) for f in options.SPEC})
+def options_from_args(args: argparse.Namespace) -> Any:
+    """The `TestOptions` the flags give."""
+    return TestOptions(**{f.name: getattr(args, f.name) for f in SPEC})
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import suites
 from checkers.linearizable.check import analyse
 from checkers.linearizable.visualize import write_html
 from checkers.plots import write_plots
@@ -29,11 +30,11 @@ COUNTEREXAMPLE = "linearizability.html"  # in plots/: the linearizable checker's
 
 
 def fault_colors(options: Mapping[str, Any]) -> dict[str, str]:
-    """Fault kind -> colour for the run's nemesis packages (empty for names no longer known:
-    the checkers' default colours apply)."""
+    """Fault kind -> colour for the run's nemesis packages, each package's own (empty for names
+    no longer known: the checkers' default colours apply)."""
     try:
-        return {p.name: p.color for p in fault_packages(list(options.get("nemesis") or []), {"t": 1},
-                                                         db=options.get("db") or "wrack")}
+        system = suites.get(options.get("db") or suites.DEFAULT)
+        return {p.name: p.color for p in fault_packages(list(options.get("nemesis") or []), system, {"t": 1})}
     except ValueError:
         return {}
 

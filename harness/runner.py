@@ -1,10 +1,11 @@
 """One test, start to finish (docs/ARCHITECTURE.md "Data flow of one test").
 
 `run_test(TestOptions(...))` is Jepsen's `run!`: nested scopes, each a short stage that
-reads and extends one `Test` record, each undone on the way out whatever happens:
+reads and extends one `Test` record, each undone on the way out whatever happens. The system
+under test (`--db`, suites/) is read only through contracts/protocols.py's `SystemUnderTest`:
 
     with cluster_up(test):              # cluster, DB, nemesis; heal + collect + remove, always
-        start_db(test)                  # the DB on every node, the workload's topics
+        start_db(test)                  # the DB on every node, what the workload needs (topics)
         with history_open(test):        # history.jsonl: its time 0 is the workload's start
             with observing(test):       # the cluster-state observer
                 run_case(test)          # workload + fault schedule, heal, final read-back
@@ -17,13 +18,13 @@ reads and extends one `Test` record, each undone on the way out whatever happens
 2. the main phase: the workload's ops at `--rate` at most, on `--concurrency` client threads
    (and the queue workload's `--in-flight` send-only threads beside them), and the
    nemesis schedule (`--nemesis`, a fault every `--nemesis-interval` s), for `--time-limit` s;
-3. heal: the nemesis's `final_heal` (every package's final ops, `heal_all`, every broker
-   ready again, waiting at most `--recovery-time-limit` s for each);
+3. heal: the nemesis's `final_heal` (every package's final ops, `heal_all`, every node's
+   process ready again, waiting at most `--recovery-time-limit` s for each);
 4. the final phase: the workload's read-back (queue: assign all keys from the beginning,
    poll until every acknowledged offset was read, or `--final-time-limit`);
 5. teardown, always (also on exceptions, Ctrl-C and SIGTERM: `nemesis.guard.always_heal`);
-6. check (`harness.analysis`): results.json with the expected-anomaly policy, plots,
-   timeline, report.html.
+6. check (`harness.analysis`): results.json with the one verdict (checkers/verdict.py) under
+   the system's loss rules, plots, timeline, report.html.
 
 Every random choice comes from the seed: the generator's rng is `Random(seed)`, the fault
 schedule's `Random("seed/schedule")`, the nemesis's target choices `Random("seed/targets")`.
@@ -36,7 +37,6 @@ import datetime as dt
 import os
 import random
 import secrets
-import sys
 import threading
 import time
 import traceback
@@ -47,32 +47,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import workloads
-from broker.core.safeguards import REGISTRY as SAFEGUARDS
 from clusters.backends import BACKENDS, backend
-from clusters.db import BrokerDB, BrokerOptions, ServiceDB
-from clusters.etcd import EtcdDB
 from clusters.node import ClusterSpec
 from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
-from contracts.history import HistoryWriter
-from contracts.options import DEFAULTS, TestOptions, acks_name, check_choices, workload_of
+from contracts.history import HistoryWriter, clock_anchor
 from harness import interpreter
 from harness.analysis import check_run, render_outputs
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
-from harness.nodelogs import clock_anchor
+from harness.options import SPEC, TestOptions, for_system, foreign, workload_of
 from harness.progress import Progress
 from nemesis.core import Nemesis
 from nemesis.guard import always_heal
-from nemesis.observer import ClusterObserver
 from nemesis.schedule import prepare as prepare_faults
-from nemesis.targets import KafkaMetadata, LeaderMetadata
-from workloads.base import WorkloadOptions
-from workloads.kafka_io import create_topics
-
-FLUSH_POLICIES = ("none", "every")
-DB_WORKLOADS = {"wrack": ("queue", "log", "noop"), "etcd": ("register",)}  # the workloads each --db runs
 
 
 @dataclass
@@ -88,122 +76,48 @@ class RunOutcome:
 
 
 def test_name(o: TestOptions) -> str:
-    """The default test name: workload, acks, faults, switched-off safeguards (etcd: the DB,
-    workload, read mode and faults)."""
-    workload = workload_of(o)
-    faults = "+".join(o.nemesis) or "nofaults"
-    if o.db == "etcd":
-        return store.safe_name("-".join([o.db, workload, f"{o.etcd_reads}-reads", faults]))
-    parts = [workload, f"acks{o.acks}", faults]
-    if o.min_isr != DEFAULTS.min_isr:
-        parts.insert(2, f"minisr{o.min_isr}")
-    if o.safeguards_off:
-        parts.append("off-" + "+".join(o.safeguards_off))
-    if o.unclean_election:
-        parts.append("unclean")
-    return store.safe_name("-".join(parts))
-
-
-def flush_interval(policy: str) -> int | None:
-    if policy == "none":
-        return None
-    if policy == "every":
-        return 1
-    return int(policy)
+    """The default test name: the system under test's (workload, faults and its own settings)."""
+    return for_system(o).test_name(o)
 
 
 def validate(o: TestOptions) -> None:
-    """Raise InputError naming the first bad option."""
+    """Raise InputError naming the first bad option: the general ones here, the system's own
+    by the system (`SystemUnderTest.validate`), and any option the system does not take."""
     def bad(opt: str, msg: str) -> None:
         raise InputError(f"--{opt}: {msg}")
 
-    o.acks = acks_name(o.acks)
-    check_choices(o)
+    try:
+        system = for_system(o)
+    except ValueError as e:
+        raise InputError(f"--db: {e}") from None
+    SPEC.normalize(o)
+    SPEC.check_choices(o)
+    if stray := foreign(o):
+        f = stray[0]
+        bad(f.name.replace("_", "-") if not f.metadata["flag"] else f.metadata["flag"].lstrip("-"),
+            f"not an option of --db {o.db}")
     o.workload = workload_of(o)
-    if o.workload not in workloads.WORKLOADS:
-        bad("workload", f"unknown workload {o.workload!r} (known: {', '.join(workloads.WORKLOADS)})")
-    if o.workload not in DB_WORKLOADS[o.db]:
-        bad("workload", f"{o.workload} does not run on --db {o.db} (its workloads: {', '.join(DB_WORKLOADS[o.db])})")
+    if o.workload not in system.workloads:
+        bad("workload", f"{o.workload} does not run on --db {o.db} (its workloads: {', '.join(system.workloads)})")
     if o.nodes < 1:
         bad("nodes", "at least 1")
-    if o.db == "wrack":
-        _validate_broker(o, bad)
-    elif o.safeguards_off or o.unclean_election:
-        bad("safeguard-off" if o.safeguards_off else "unclean-election", f"a wrack-broker option, not for --db {o.db}")
     for opt, v in (("time-limit", o.time_limit), ("rate", o.rate), ("nemesis-interval", o.nemesis_interval),
                    ("recovery-time-limit", o.recovery_time_limit)):
         if not v > 0:
             bad(opt, f"{v} must be positive")
     if o.test_count < 1:
         bad("test-count", "at least 1")
-    if o.in_flight < 0:
-        bad("in-flight", f"{o.in_flight} must not be negative")
-    if not 0 <= o.txn_p <= 1 or o.txn_p > 0 and o.client != "confluent":
-        bad("txn-p", f"{o.txn_p} must be between 0 and 1, and transactions need --client confluent")
     try:
         gen.parse_concurrency(o.concurrency, o.nodes)
     except ValueError as e:
         bad("concurrency", str(e))
+    system.validate(o)
     try:
-        fault_packages(o.nemesis, {"t": 1}, db=o.db)
+        fault_packages(o.nemesis, system, {"t": 1})
     except ValueError as e:
         bad("nemesis", str(e))
     if o.backend not in BACKENDS:
         bad("backend", f"unknown backend {o.backend!r} (known: {', '.join(sorted(BACKENDS))})")
-
-
-def _validate_broker(o: TestOptions, bad: Callable[[str, str], None]) -> None:
-    """The options of wrack-broker's cluster (`validate`)."""
-    if not 1 <= o.rf <= o.nodes:
-        bad("rf", f"{o.rf} must be between 1 and the number of nodes ({o.nodes})")
-    if not 1 <= o.min_isr <= o.rf:
-        bad("min-isr", f"{o.min_isr} must be between 1 and the replication factor ({o.rf})")
-    if o.partitions < 1 or o.topics < 1:
-        bad("partitions", "at least 1")
-    if o.flush_policy not in FLUSH_POLICIES and not str(o.flush_policy).isdigit():
-        bad("flush-policy", f"{o.flush_policy!r} is not none, every or a number of messages")
-    if o.controllers is not None and not 1 <= o.controllers <= o.nodes:
-        bad("controllers", f"{o.controllers} must be between 1 and the number of nodes ({o.nodes})")
-    unknown = [s for s in o.safeguards_off if s not in SAFEGUARDS]
-    if unknown:
-        bad("safeguard-off", f"unknown safeguard {', '.join(unknown)} (known: {', '.join(sorted(SAFEGUARDS))})")
-
-
-def make_db(o: TestOptions, cluster: Any) -> ServiceDB:
-    """The system under test on `cluster` (`--db`)."""
-    if o.db == "etcd":
-        return EtcdDB(cluster)
-    return BrokerDB(cluster, broker_options(o))
-
-
-def cluster_metadata(db: ServiceDB, cluster: Any, timeout: float = 5.0) -> Any:
-    """What role targets and the observer read: the brokers' Kafka metadata, or for another
-    DB its leader (`LeaderMetadata`)."""
-    if isinstance(db, BrokerDB):
-        return KafkaMetadata(db.bootstrap_servers(), timeout=timeout, active_controller=db.active_controller)
-    return LeaderMetadata([n.address for n in cluster.nodes], db.leader_address)
-
-
-def broker_options(o: TestOptions) -> Any:
-    extra = {"unclean.leader.election.enable": str(bool(o.unclean_election)).lower()}
-    if o.safeguards_off:
-        extra["wrack.safeguards.off"] = ",".join(o.safeguards_off)
-    bo = BrokerOptions(controllers=o.controllers, replication_factor=o.rf, min_insync_replicas=o.min_isr,
-                       flush_interval_messages=flush_interval(o.flush_policy), extra=extra)
-    if o.broker_command:
-        bo.command = list(o.broker_command)
-    elif o.backend == "local":  # local nodes share this machine's files: this environment's broker
-        exe = Path(sys.executable).parent / "wrack-broker"
-        if exe.exists():
-            bo.command = [str(exe)]
-    return bo
-
-
-def topic_config(o: TestOptions) -> dict[str, str]:
-    cfg = {"min.insync.replicas": str(o.min_isr)}
-    if o.safeguards_off:
-        cfg["wrack.safeguards.off"] = ",".join(o.safeguards_off)
-    return cfg
 
 
 class Timings:
@@ -232,12 +146,13 @@ class Test:
     run_dir: Path
     record: dict[str, Any]
     progress: Progress
+    system: Any  # the system under test (suites/: `--db`)
     workload: Any
     packages: list[Any]
     threads: int
     timings: Timings = field(default_factory=Timings)
     cluster: Any = None
-    db: ServiceDB | None = None
+    db: Any = None
     nemesis: Nemesis | None = None
     collecting: _Collecting | None = None
     history: HistoryWriter | None = None
@@ -296,8 +211,9 @@ def new_test(o: TestOptions, progress: Progress, campaign: dict[str, Any] | None
     }
     if campaign is not None:
         record["campaign"] = campaign
-    wl = workloads.make(o.workload, WorkloadOptions.from_test(record["options"]))
-    test = Test(o, seed, run_dir, record, progress, wl, fault_packages(o.nemesis, wl.topics(), db=o.db),
+    system = for_system(o)
+    wl = system.make_workload(o.workload, record["options"])
+    test = Test(o, seed, run_dir, record, progress, system, wl, fault_packages(o.nemesis, system, wl.topics()),
                 clients + wl.send_lanes())
     test.save()
     return test
@@ -313,9 +229,9 @@ def cluster_up(test: Test) -> Iterator[None]:
     opts = {"inventory": o.inventory} if o.inventory else {}
     test.cluster = backend(o.backend).create(ClusterSpec(name=test.record["cluster"]["name"], nodes=o.nodes,
                                                          transport=o.transport, options=opts))
-    test.db = make_db(o, test.cluster)
+    test.db = test.system.make_db(o, test.cluster)
     test.nemesis = Nemesis(test.cluster, test.db, test, rng=random.Random(f"{test.seed}/targets"),
-                           metadata=cluster_metadata(test.db, test.cluster))
+                           metadata=test.system.metadata(test.db, test.cluster))
     prepare_faults(test.nemesis, test.packages)  # node-side fault machinery (LazyFS, clocks): before db.setup
     test.collecting = _Collecting(test.db, o.collect_data)
     with always_heal(test.cluster, nemesis=test.nemesis, db=test.collecting, run_dir=str(test.run_dir / "nodes")):
@@ -324,13 +240,9 @@ def cluster_up(test: Test) -> Iterator[None]:
 
 def start_db(test: Test) -> None:
     """Set up and start the DB on every node, wait until each accepts connections and the DB
-    serves (`prepare`), and create the workload's topics (every partition with a leader)."""
-    db = test.db
-    db.start_all(60)
-    topics = test.workload.topics()
-    if topics:
-        create_topics(db.bootstrap_servers(), topics, replication_factor=test.options.rf,
-                      config=topic_config(test.options), timeout=60)
+    serves (`prepare`), then what the system prepares for the workload (e.g. its topics)."""
+    test.db.start_all(60)
+    test.system.prepare_workload(test.db, test.workload, test.options)
 
 
 @contextmanager
@@ -347,15 +259,16 @@ def history_open(test: Test) -> Iterator[None]:
 
 @contextmanager
 def observing(test: Test) -> Iterator[None]:
-    """The cluster-state observer (`nemesis.observer`: the broker's partitions) while the
-    workload runs, and afterwards until every partition has a leader and a full ISR again
-    (at most `--recovery-time-limit` s: the history ends with the recovered cluster); its
-    figures go to test.json's `observer`. Other DBs are not observed."""
-    if not isinstance(test.db, BrokerDB):
+    """The system's cluster-state observer (`SystemUnderTest.observer`, e.g. nemesis/observer.py
+    over a Kafka-wire system's partitions) while the workload runs, and afterwards until the
+    cluster is whole again (at most `--recovery-time-limit` s: the history ends with the
+    recovered cluster); its figures go to test.json's `observer`. A system without one is
+    not observed."""
+    observer = test.system.observer(test.db, test.cluster, test.history)
+    if observer is None:
         yield
         return
-    observer = ClusterObserver(cluster_metadata(test.db, test.cluster, timeout=2.0),
-                               {n.name: n.address for n in test.cluster.nodes}, test.history).start()
+    observer.start()
     try:
         yield
         observer.wait_whole(test.options.recovery_time_limit)
@@ -394,7 +307,7 @@ def run_case(test: Test) -> None:
     test.record["workload_summary"] = wl.summary()
 
 
-def _bootstrap_for(db: ServiceDB, nodes: list[Any], thread: int) -> str:
+def _bootstrap_for(db: Any, nodes: list[Any], thread: int) -> str:
     """Every node's client address, starting at a different node for each client thread."""
     n = len(nodes)
     return ",".join(db.client_address(nodes[(thread + i) % n]) for i in range(n))
@@ -444,13 +357,8 @@ def analyze(test: Test) -> RunOutcome:
     results: dict[str, Any] | None = None
     error = test.error
     try:
-        checked = check_run(test.run_dir, time_limit=test.options.checker_time_limit)
+        checked = check_run(test.run_dir, time_limit=test.options.checker_time_limit)  # reads test.json's error
         results = checked.results
-        if error:
-            results["run_error"] = error
-            if results.get("valid") is True:
-                results["valid"] = "unknown"  # an aborted test proves nothing
-            store.write_json(test.run_dir / "results.json", results)
         test.timings.lap("check")
         problems = render_outputs(test.run_dir, test.record, analysis=checked.analysis)
         if problems:

@@ -26,8 +26,8 @@ Contracts: the observer never blocks its caller (one daemon thread; a poll that 
 times out is counted and skipped, nothing is appended for it); `stop()` is idempotent and
 returns within about the metadata timeout. Consumers of the history treat these events as
 observations, not faults: `contracts.history.fault_windows` skips them (no start-/stop- name),
-the checkers keep nemesis events apart from client ops, and `checkers.lossy` reads them to
-tell when a replica was back in the ISR.
+the checkers keep nemesis events apart from client ops, and the wrack suite's loss rules
+(suites/wrack/lossy.py) read them to tell when a replica was back in the ISR.
 """
 
 from __future__ import annotations

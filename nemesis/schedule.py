@@ -112,6 +112,20 @@ def membership_package() -> FaultPackage:
                         [FaultOp("add-node", None)], FAULT_COLORS["membership"], install_membership)
 
 
+def kill_target_package(name: str, target: Any, color: str) -> FaultPackage:
+    """SIGKILL the node(s) `target` names (a `nemesis.targets` spec, e.g. a role the cluster's
+    metadata resolves when the fault starts), later start all."""
+    return FaultPackage(name, lambda rng: FaultOp("kill", target(rng) if callable(target) else target),
+                        FaultOp("start", "all"), [FaultOp("start", "all")], color)
+
+
+def isolate_target_package(name: str, target: Any, color: str) -> FaultPackage:
+    """Isolate the node(s) `target` names from every other node, later heal."""
+    return FaultPackage(name, lambda rng: FaultOp("start-partition", {"isolate": target(rng) if callable(target)
+                                                                       else target}),
+                        FaultOp("stop-partition"), [FaultOp("stop-partition")], color)
+
+
 # stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
 # the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
 STORY_TIERS = {"lrs": 0, "hw-truncation": 0, "leso": 0, "wipe-follower": 0, "stale-alter-partition": 0,

@@ -126,7 +126,8 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
     # The one big shuffle: about a million micro-op rows per partition, within the session's bounds.
     rows = sum(int(runs[r].get("op_rows") or 0) for r in todo)
     partitions = max(2, min(int(spark.conf.get("spark.sql.shuffle.partitions")), -(-rows // ROWS_PER_PARTITION)))
-    allowed = {rid: results.allowed_for(runs[rid], allow) for rid in todo}
+    policies = {rid: results.policy_for(runs[rid], allow) for rid in todo}
+    allowed = {rid: policies[rid].allowed for rid in todo}
     lin_ids = [r for r in todo if (runs[r].get("workload") or "queue") in lin_checks.MODELS]
     queue_ids = [r for r in todo if r not in set(lin_ids)]
     ops = _only(store.spark_read(spark, out, "ops"), todo, everything)
@@ -195,10 +196,10 @@ def _check_runs(spark: Any, out: str, runs: dict[str, dict[str, Any]], todo: lis
     for rid in todo:
         st = op_stats.get(rid)
         if rid in lin:
-            res = results.lin_result(lin[rid], allowed[rid], st)
+            res = results.lin_result(lin[rid], policies[rid], st)
         else:
             saw = bool(st) and any(f in st["by_f"] for f in QUEUE_FS)
-            res = results.queue_result(examples.get(rid, {}), counts.get(rid, {}), allowed[rid],
+            res = results.queue_result(examples.get(rid, {}), counts.get(rid, {}), policies[rid],
                                        saw_queue_ops=saw, stats=st, strings=strings.get(rid))
         run = runs[rid]
         if run.get("damaged"):

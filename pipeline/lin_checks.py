@@ -2,7 +2,7 @@
 
 For runs of the workloads checked for linearizability (`MODELS`: the broker's `log`
 workload, per-key `send` -> offset and `read` at an offset, workloads/log.py; etcd's
-`register`, per-key read / write / compare-and-set, workloads/register.py), every (run, key)
+`register`, per-key read / write / compare-and-set, suites/etcd/register.py), every (run, key)
 group of `ops` rows is rebuilt into its events (the `raw` column keeps the invoke and
 completion values) and checked by `checkers.linearizable.check_events(events, model)`
 with the run's model on an executor: keys are independent

@@ -3,10 +3,11 @@
 `queue_result` builds `checkers.queue`'s result object (valid, anomaly_types,
 bad_anomaly_types, anomalies with one-sentence `explanation`s, anomaly_counts, allowed,
 stats) from the anomaly examples and counts the Spark job collected; `explain` writes
-the sentence of one example. `allowed_for` is the policy of a run: the harness's
-`allowed` from its results.json when it was checked (computed from its fault history), else
-`checkers.policy.choose` over its test options alone (no fault history: lossy shutdowns allow
-nothing), plus what the caller allows.
+the sentence of one example. `policy_for` is the loss rules of a run: the allowances its
+results.json recorded when it was checked (computed from its fault history), else its
+system's rules over its test options alone (no fault history: lossy shutdowns allow
+nothing), plus what the caller allows. The verdict is the one verdict's
+(`checkers.verdict.judge`), as for a run checked by the harness.
 """
 
 from __future__ import annotations
@@ -15,17 +16,25 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from checkers.policy import choose
-from checkers.queue.policy import type_order, verdict
+import suites
+from checkers.policy import Pick, Policy
+from checkers.queue.policy import type_order
+from checkers.verdict import judge
+from suites.base import RunFacts
 
 
-def allowed_for(run: dict[str, Any], extra: Iterable[str] = ()) -> list[str]:
-    """The anomaly types run `run` (a `runs` row) may show."""
+def policy_for(run: dict[str, Any], extra: Iterable[str] = ()) -> Policy:
+    """The loss rules of run `run` (a `runs` row), see the module docstring."""
     base = run.get("allowed")
-    if base is None:
+    if base is not None:
+        policy = Policy([Pick("recorded", "the allowances its results.json recorded (from its fault history)",
+                              sorted(base, key=type_order), "as checked")] if base else [])
+    else:
         opts = json.loads(run.get("options_json") or "{}")
-        base = choose(opts).allowed
-    return sorted(set(base) | set(extra), key=type_order)
+        policy = suites.get(opts.get("db") or suites.DEFAULT).loss_rules(RunFacts(opts))
+    if extra:
+        policy.picks.append(Pick("allow", "allowed on the command line", sorted(extra, key=type_order), "--allow"))
+    return policy
 
 
 def _span(offsets: list[int]) -> str:
@@ -105,39 +114,33 @@ def example(kind: str, detail: str | dict[str, Any], strings: dict[int, str] | N
     return out
 
 
-def queue_result(examples: dict[str, list[dict[str, Any]]], counts: dict[str, int], allowed: list[str],
+def queue_result(examples: dict[str, list[dict[str, Any]]], counts: dict[str, int], policy: Policy,
                  *, saw_queue_ops: bool, stats: dict[str, Any] | None = None,
                  strings: dict[int, str] | None = None) -> dict[str, Any]:
-    """checkers.queue's result object from examples (details) and counts per type."""
-    types, bad, valid = verdict(counts, allowed, checkable=saw_queue_ops)
+    """checkers.queue's result object from examples (details) and counts per type, judged."""
+    types = sorted(counts, key=type_order)
     result: dict[str, Any] = {
-        "valid": valid,
+        "valid": False if types else True if saw_queue_ops else "unknown",
+        "complete": saw_queue_ops,
         "anomaly_types": types,
-        "bad_anomaly_types": bad,
         "anomalies": {t: [example(t, d, strings) for d in examples.get(t, [])] for t in types},
         "anomaly_counts": {t: int(counts[t]) for t in types},
-        "allowed": list(allowed),
-        "policies": [],
         "checker": "queue",
         "engine": "spark",
     }
-    if valid == "unknown":
+    if not saw_queue_ops:
         result["reason"] = "no send, poll or txn op in the history: nothing to check"
     if stats is not None:
         result["stats"] = stats
-    return result
+    return judge({"queue": result}, policy).write_into(result, policy)
 
 
-def lin_result(merged: dict[str, Any], allowed: list[str], stats: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The linearizable result with the policy applied (as workloads.base.apply_policy)."""
+def lin_result(merged: dict[str, Any], policy: Policy, stats: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The linearizable result, judged."""
     res = dict(merged)
     types = list(res.get("anomaly_types") or [])
-    res["allowed"] = list(allowed)
     res["anomaly_counts"] = {t: len(res["anomalies"].get(t, [])) for t in types}
-    res["bad_anomaly_types"] = [t for t in types if t not in allowed]
-    if res.get("valid") is False and types and not res["bad_anomaly_types"]:
-        res["valid"] = True
     res["engine"] = "spark"
     if stats is not None:
         res["stats"] = stats
-    return res
+    return judge({"linearizable": res}, policy).write_into(res, policy)

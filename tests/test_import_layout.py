@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-PACKAGES = ["broker", "checkers", "clusters", "contracts", "harness", "nemesis", "pipeline", "workloads"]
+PACKAGES = ["broker", "checkers", "clusters", "contracts", "harness", "nemesis", "pipeline", "suites", "workloads"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -25,7 +25,8 @@ def test_packages_are_the_projects(name):
 
 
 # docs/ARCHITECTURE.md's floors, bottom up: a package imports only from its own floor or below
-FLOORS = [{"contracts"}, {"broker"}, {"clusters"}, {"nemesis"}, {"workloads", "checkers"}, {"pipeline"}, {"harness"}]
+FLOORS = [{"contracts"}, {"broker"}, {"clusters"}, {"nemesis"}, {"workloads", "checkers"}, {"suites"}, {"pipeline"},
+          {"harness"}]
 
 
 def project_imports() -> dict[tuple[str, str], list[str]]:

@@ -1,5 +1,6 @@
-"""The test options are declared once (contracts/options.py): the CLI, campaign keys, the
-workload's options and docs/harness.md's table all come from that one spec."""
+"""The test options are declared once, in groups (contracts/options.py; each system's in its
+folder, composed by harness/options.py): the CLI, campaign keys, the workload's options and
+docs/harness.md's table all come from that one spec, and a system refuses another's options."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contracts import options
 from contracts.errors import InputError
+from harness import options
 from harness.cmd_test import add_test_options, options_from_args
 from workloads.base import WorkloadOptions
 
@@ -30,7 +31,7 @@ def test_docs_table_is_the_spec():
     text = (ROOT / "docs" / "harness.md").read_text()
     m = re.search(r"<!-- options:begin -->\n(.*?)\n<!-- options:end -->", text, re.S)
     assert m, "docs/harness.md has no options table"
-    assert m.group(1) == options.markdown_table(), "regenerate it: python -m contracts.options"
+    assert m.group(1) == options.SPEC.markdown_table(), "regenerate it: python -m harness.options"
 
 
 def test_no_flags_give_the_defaults():
@@ -60,7 +61,7 @@ def test_nemesis_none_is_no_faults():
 
 
 def test_campaign_keys_by_field_or_flag_name():
-    got = options.from_mapping({"time-limit": 20, "safeguard-off": "elr", "acks": 1, "min_isr": "1",
+    got = options.SPEC.from_mapping({"time-limit": 20, "safeguard-off": "elr", "acks": 1, "min_isr": "1",
                                 "unclean_election": "true", "nemesis": ["kill"]}, "f.yaml")
     assert got == {"time_limit": 20.0, "safeguards_off": ["elr"], "acks": "1", "min_isr": 1,
                    "unclean_election": True, "nemesis": ["kill"]}
@@ -71,13 +72,13 @@ def test_campaign_keys_by_field_or_flag_name():
                                        ({"unclean_election": "maybe"}, "option 'unclean_election'")])
 def test_campaign_bad_keys_name_what_and_where(bad, says):
     with pytest.raises(InputError) as e:
-        options.from_mapping(bad, "c.yaml: cells[0]")
+        options.SPEC.from_mapping(bad, "c.yaml: cells[0]")
     assert "c.yaml: cells[0]" in str(e.value) and says in str(e.value)
 
 
 def test_choices_are_checked():
     with pytest.raises(InputError, match="--client: 'java'"):
-        options.check_choices(options.TestOptions(client="java"))
+        options.SPEC.check_choices(options.TestOptions(client="java"))
 
 
 def test_workload_options_share_names_and_defaults():
@@ -96,7 +97,20 @@ def test_options_round_trip_through_test_json(nodes, rate, acks, nemesis, in_fli
     """test.json's `options` read back as a campaign mapping give the same options, and the
     workload sees the values of the options it shares."""
     o = options.TestOptions(nodes=nodes, rate=rate, acks=acks, nemesis=nemesis, in_flight=in_flight)
-    again = options.TestOptions(**options.from_mapping(o.to_dict(), "test.json"))
+    again = options.TestOptions(**options.SPEC.from_mapping(o.to_dict(), "test.json"))
     assert again == o
     wo = WorkloadOptions.from_test(o.to_dict())
     assert (wo.acks, wo.in_flight) == (acks, in_flight)
+
+
+def test_every_option_belongs_to_one_group_and_a_system_takes_only_its_own():
+    from contracts.options import GeneralOptions
+    from suites.etcd.options import EtcdOptions
+    from suites.wrack.options import WrackOptions
+    from workloads.options import KafkaClientOptions
+
+    assert options.SPEC.group_of("nodes") is GeneralOptions and options.SPEC.group_of("min_isr") is WrackOptions
+    assert options.SPEC.group_of("acks") is KafkaClientOptions and options.SPEC.group_of("etcd_reads") is EtcdOptions
+    assert [f.name for f in options.foreign(options.TestOptions(db="etcd", min_isr=1))] == ["min_isr"]
+    assert options.foreign(options.TestOptions(db="etcd", etcd_reads="serializable")) == []
+    assert [f.name for f in options.foreign(options.TestOptions(etcd_reads="serializable"))] == ["etcd_reads"]

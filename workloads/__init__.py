@@ -1,18 +1,20 @@
-"""Workloads: clients and operation generators (see workloads/base.py for the contract).
+"""Kafka-wire workloads: clients and operation generators (see workloads/base.py for the contract).
 
-`WORKLOADS` maps a name to its class; `make(name, opts)` builds one.
+`WORKLOADS` maps a name to its class; `make(name, opts)` builds one, and `factories(names)` gives
+a system under test its workloads as `SystemUnderTest.workloads` wants them (test.json-style
+options -> a workload). Workloads of one system live in its folder (e.g. suites/etcd/register.py).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 WORKLOADS: dict[str, str] = {
     "queue": "workloads.queue:QueueWorkload",
     "log": "workloads.log:LogWorkload",
     "noop": "workloads.noop:NoopWorkload",
-    "register": "workloads.register:RegisterWorkload",
 }
 
 
@@ -24,3 +26,11 @@ def make(name: str, opts: Any = None) -> Any:
         raise ValueError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})") from None
     # lazy: registry (WORKLOADS): only the workload asked for is imported
     return getattr(importlib.import_module(mod), cls)(opts)
+
+
+def factories(names: Sequence[str]) -> dict[str, Callable[[Mapping[str, Any]], Any]]:
+    """name -> (test.json-style options -> the workload with `WorkloadOptions.from_test` of them)."""
+    # lazy: workloads.base imports the Kafka client libraries, which a system listing names need not load
+    from workloads.base import WorkloadOptions
+
+    return {n: (lambda options, n=n: make(n, WorkloadOptions.from_test(options))) for n in names}

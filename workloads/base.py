@@ -1,6 +1,7 @@
 """What a workload is: topics to create, a client per process, generators, and a checker.
 
-A `Workload` (queue, log, noop for the broker; register for etcd) gives the runner:
+A `Workload` (contracts/protocols.py: queue, log and noop here, for every Kafka-wire system;
+a system's own in its folder, e.g. suites/etcd/register.py) gives the runner:
 
 - `topics() -> {name: partitions}` to create before the test;
 - `send_lanes()`: client threads beyond `opts.concurrency_threads` (0 but for the queue workload, whose
@@ -13,52 +14,56 @@ A `Workload` (queue, log, noop for the broker; register for etcd) gives the runn
   wraps the complete generator with it; phases only update the current phase);
 - `summary()`: what the workload itself saw, for test.json's `workload_summary` (the queue
   workload: whether its final read-back read everything; {} for the others);
-- `analyze(history_path, allowed, time_limit, *, policies=()) -> WorkloadAnalysis`: its
-  checker's verdict, `.result` (docs/ARCHITECTURE.md's checker result; `allowed` are the
-  anomaly types the configuration may show, `checkers.policy`; `policies` the checker's
-  named policies they came from), and `.plots`, what the plots draw from (None: the history);
-  `check(...)` is `analyze(...).result`;
+- `analyze(history_path, time_limit) -> WorkloadAnalysis`: its checker's raw result,
+  `.result` (docs/ARCHITECTURE.md's checker result, `valid` false for any anomaly: what a run
+  may lose is applied once, by checkers/verdict.py), and `.plots`, what the plots draw from
+  (None: the history); `check(...)` is `analyze(...).result`;
 - `checks_recovery`: whether its runs are also checked for liveness (`checkers.liveness`),
   composed with its checker by `harness.analysis` (`checkers.compose`).
 
-`WorkloadOptions` holds every option a workload reads, recorded in test.json;
+`WorkloadOptions` holds every option a workload reads, recorded in test.json (the general
+options and workloads/options.py's Kafka client options of the same names);
 `BaseWorkload` gives a workload its options, its topics and keys, and the defaults above
 (a workload writes `analyze`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from contracts.generator import Generator
-from contracts.options import DEFAULTS
+from contracts.options import GeneralOptions
+from contracts.protocols import Client
 from workloads.kafka_io import KafkaIO, open_io
+from workloads.options import KAFKA_DEFAULTS
+
+GENERAL = GeneralOptions()
 
 
 @dataclass
 class WorkloadOptions:
     """Workload knobs (all recorded with the run). Those that are test options have the
-    test option's name and default (`contracts.options`); the rest are the workload's own."""
+    test option's name and default (contracts/options.py, workloads/options.py); the rest are
+    the workload's own."""
 
-    acks: str = DEFAULTS.acks  # "all" | "1" | "mixed" (per op, at random)
-    client: str = DEFAULTS.client  # "confluent" | "kafka-python"
-    topics: int = DEFAULTS.topics
-    partitions: int = DEFAULTS.partitions
-    request_timeout: float = DEFAULTS.request_timeout  # s a send/poll waits before it is indeterminate
-    final_time_limit: float = DEFAULTS.final_time_limit  # s the final read-back may take at most
-    recovery_time_limit: float = DEFAULTS.recovery_time_limit  # s after the final heal for a write and a read per key
+    acks: str = KAFKA_DEFAULTS.acks  # "all" | "1" | "mixed" (per op, at random)
+    client: str = KAFKA_DEFAULTS.client  # "confluent" | "kafka-python"
+    topics: int = KAFKA_DEFAULTS.topics
+    partitions: int = KAFKA_DEFAULTS.partitions
+    request_timeout: float = GENERAL.request_timeout  # s a send/poll waits before it is indeterminate
+    final_time_limit: float = GENERAL.final_time_limit  # s the final read-back may take at most
+    recovery_time_limit: float = GENERAL.recovery_time_limit  # s after the final heal for a write and a read per key
     concurrency_threads: int = 5  # processes that assign, poll, send and crash (`--concurrency`, resolved)
-    in_flight: int = DEFAULTS.in_flight  # send-only processes beside them, sharing producers (`--in-flight`)
+    in_flight: int = KAFKA_DEFAULTS.in_flight  # send-only processes beside them, sharing producers (`--in-flight`)
     poll_ms: int = 200
     max_poll_records: int = 500
     assign_p: float = 1 / 32  # probability that an op re-assigns the consumer
     crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
     send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
-    txn_p: float = DEFAULTS.txn_p  # share of `txn` ops among the consuming clients' ops (> 0: transactional)
-    etcd_reads: str = DEFAULTS.etcd_reads  # register workload (etcd): "linearizable" or "serializable" reads
+    txn_p: float = KAFKA_DEFAULTS.txn_p  # share of `txn` ops among the consuming clients' ops (> 0: transactional)
 
     @classmethod
     def from_test(cls, options: Mapping[str, Any]) -> WorkloadOptions:
@@ -74,11 +79,6 @@ class WorkloadOptions:
         return asdict(self)
 
 
-class Client(Protocol):
-    def invoke(self, op: Mapping[str, Any]) -> dict[str, Any]: ...
-    def close(self) -> None: ...
-
-
 @dataclass
 class WorkloadAnalysis:
     """A workload checker's answer: `result` (docs/ARCHITECTURE.md's checker result) and `plots`,
@@ -86,26 +86,6 @@ class WorkloadAnalysis:
 
     result: dict[str, Any]
     plots: Any = None
-
-
-class Workload(Protocol):
-    name: str
-    checker: str  # the checker's name (results.json's `checker`)
-    checks_recovery: bool
-    opts: WorkloadOptions
-    keys: list[str]
-
-    def topics(self) -> dict[str, int]: ...
-    def send_lanes(self) -> int: ...
-    def client(self, thread: int, process: int, bootstrap: str) -> Client: ...
-    def generator(self) -> Generator: ...
-    def final_generator(self) -> Generator | None: ...
-    def observe(self, event: Mapping[str, Any]) -> None: ...
-    def summary(self) -> dict[str, Any]: ...
-    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-                policies: Sequence[str] = ()) -> WorkloadAnalysis: ...
-    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-              policies: Sequence[str] = ()) -> dict[str, Any]: ...
 
 
 class BaseWorkload:
@@ -142,14 +122,15 @@ class BaseWorkload:
     def summary(self) -> dict[str, Any]:
         return {}
 
-    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-                policies: Sequence[str] = ()) -> WorkloadAnalysis:
+    def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
         raise NotImplementedError(f"workload {self.name} has no checker")
 
-    def check(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-              policies: Sequence[str] = ()) -> dict[str, Any]:
-        """The checker's result (`analyze(...).result`)."""
-        return self.analyze(history_path, allowed, time_limit, policies=policies).result
+    def check(self, history_path: Path, time_limit: float | None = None) -> dict[str, Any]:
+        """The checker's raw result (`analyze(...).result`)."""
+        return self.analyze(history_path, time_limit).result
+
+    def client(self, thread: int, process: int, address: str) -> Client:
+        raise NotImplementedError(f"workload {self.name} has no client")
 
     def io_factory(self, process: int, bootstrap: str, transactional_id: str | None = None) -> Callable[[str], KafkaIO]:
         """`acks -> KafkaIO` for the client of `process`: the test's client library and timeout
@@ -171,14 +152,3 @@ def split_key(key: str) -> tuple[str, int]:
     if not topic or not p.isdigit():
         raise ValueError(f"bad key {key!r} (expected topic-partition)")
     return topic, int(p)
-
-
-def apply_policy(result: dict[str, Any], allowed: Sequence[str]) -> dict[str, Any]:
-    """Mark `result` with the allowed anomaly types; an invalid result whose anomalies are all
-    allowed becomes valid (for checkers that do not take a policy themselves)."""
-    allowed = sorted(set(allowed))
-    result["allowed"] = allowed
-    types = list(result.get("anomaly_types") or [])
-    if result.get("valid") is False and types and all(t in allowed for t in types):
-        result["valid"] = True
-    return result

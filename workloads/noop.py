@@ -8,7 +8,7 @@ broker speaks no Kafka. Its checker only checks the history's shape: every op co
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,7 @@ class NoopWorkload(BaseWorkload):
     def generator(self) -> Generator:
         return gen.repeat({"f": "noop"})
 
-    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-                policies: Sequence[str] = ()) -> WorkloadAnalysis:
+    def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
         """The history's shape: every op `ok` (a `fail` is a `not-ok` anomaly)."""
         counts: dict[str, int] = {}
         bad = []
@@ -51,4 +50,4 @@ class NoopWorkload(BaseWorkload):
         anomalies = {"not-ok": bad} if bad else {}
         return WorkloadAnalysis({"valid": not bad, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
                                  "anomaly_counts": {"not-ok": counts.get("fail", 0)} if bad else {},
-                                 "allowed": sorted(set(allowed)), "stats": {"ops": counts}})
+                                 "stats": {"ops": counts}})

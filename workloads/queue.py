@@ -476,10 +476,7 @@ class QueueWorkload(BaseWorkload):
         reads = gen.time_limit(self.opts.final_time_limit, consuming(gen.each_process(per_thread)))
         return gen.concat(gen.Fn(forget_reads), probe, reads)
 
-    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-                policies: Sequence[str] = ()) -> WorkloadAnalysis:
-        """The queue checker's result, and its `QueueAnalysis` for the plots (they reuse it).
-        `policies` are the checker's named policies (`checkers.queue.POLICIES`)."""
-        an = qc.analyze_file(str(history_path), allowed=tuple(allowed), time_limit=time_limit,
-                             policies=tuple(policies))
+    def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
+        """The queue checker's raw result, and its `QueueAnalysis` for the plots (they reuse it)."""
+        an = qc.analyze_file(str(history_path), time_limit=time_limit)
         return WorkloadAnalysis(dict(an.result), plots=an)

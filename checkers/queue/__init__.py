@@ -3,8 +3,8 @@
 Input: a docs/ARCHITECTURE.md history (JSON Lines or event dicts) of `send`, `poll`, `txn`,
 `assign`, `subscribe` and `crash` ops; keys are strings naming one topic-partition,
 values are integers (or strings) unique per key. Output: docs/ARCHITECTURE.md's result object
-(`valid`, `anomaly_types`, `anomalies`) plus `anomaly_counts`, `bad_anomaly_types`,
-`allowed` (the policy applied), `policies`, `worst_realtime_lag`, `checked` and `stats`.
+(`valid`, `anomaly_types`, `anomalies`) plus `anomaly_counts`, `anomaly_keys` (per type, the
+keys it was found in), `complete`, `worst_realtime_lag`, `checked` and `stats`.
 Every example is `{"explanation": one sentence, "ops": [op indices], ...details}`; an op
 is named by the `index` of its completion event (of its invoke if it never completed).
 
@@ -49,9 +49,10 @@ Anomalies (names as Jepsen's kafka checker; each example names the ops that show
 - `G1c`: a cycle with at least one wr edge (T2, a txn, polled a value T1 sent), plus ww
   edges when `ww_deps=True`. See `checkers.queue.cycles`.
 
-Verdict: `false` if any type found is not allowed; otherwise `"unknown"` if the time limit
-was hit or the history has no send/poll/txn op at all; otherwise `true`. Named policies
-(`POLICIES`, see `checkers.queue.policy`) say what a configuration may show.
+Raw verdict: `false` if any anomaly was found; otherwise `"unknown"` if the time limit was
+hit or the history has no send/poll/txn op at all (`complete` false); otherwise `true`.
+Named policies (`POLICIES`, see `checkers.queue.policy`) say what a configuration may
+show; the one verdict (checkers/verdict.py) applies them.
 
 Public API: `check`, `check_file` (result dicts), `analyze`, `analyze_file` (a
 `QueueAnalysis`: the result plus the op table and series the plots use), `POLICIES`,
@@ -74,12 +75,9 @@ __all__ = ["ANOMALY_TYPES", "POLICIES", "QueueAnalysis", "analyze", "analyze_fil
            "resolve_allowed"]
 
 
-def analyze(events: Iterable[dict[str, Any]], allowed: Iterable[str] = (), *, time_limit: float | None = None,
-            policies: Iterable[str] = (), ww_deps: bool = False, max_examples: int = 32,
-            path: str | None = None, line_of: Any = None) -> QueueAnalysis:
-    """Check a stream of event dicts; the result and the series for plots."""
-    pol = list(policies)
-    allowed_set = resolve_allowed(allowed, pol)
+def analyze(events: Iterable[dict[str, Any]], *, time_limit: float | None = None, ww_deps: bool = False,
+            max_examples: int = 32, path: str | None = None, line_of: Any = None) -> QueueAnalysis:
+    """Check a stream of event dicts; the raw result and the series for plots."""
     deadline = time.monotonic() + time_limit if time_limit is not None else None
     qp = QueuePass(deadline=deadline, max_examples=max_examples)
 
@@ -94,34 +92,32 @@ def analyze(events: Iterable[dict[str, Any]], allowed: Iterable[str] = (), *, ti
         qp.finish_open(where)
     except Timeout:
         timed_out = True
-    return finish(qp, allowed_set, policies=pol, ww_deps=ww_deps, timed_out=timed_out)
+    return finish(qp, ww_deps=ww_deps, timed_out=timed_out)
 
 
-def check(events: Iterable[dict[str, Any]], allowed: Iterable[str] = (), *, time_limit: float | None = None,
-          policies: Iterable[str] = (), ww_deps: bool = False, max_examples: int = 32) -> dict[str, Any]:
-    """Check a stream of event dicts (pure, one pass); docs/ARCHITECTURE.md's result object.
+def check(events: Iterable[dict[str, Any]], *, time_limit: float | None = None, ww_deps: bool = False,
+          max_examples: int = 32) -> dict[str, Any]:
+    """Check a stream of event dicts (pure, one pass); docs/ARCHITECTURE.md's raw result object.
 
     Bad events raise `contracts.errors.InputError` naming the event's position.
     """
-    return analyze(events, allowed, time_limit=time_limit, policies=policies, ww_deps=ww_deps,
-                   max_examples=max_examples).result
+    return analyze(events, time_limit=time_limit, ww_deps=ww_deps, max_examples=max_examples).result
 
 
-def analyze_file(path: str | os.PathLike[str], allowed: Iterable[str] = (), *, time_limit: float | None = None,
-                 policies: Iterable[str] = (), ww_deps: bool = False, max_examples: int = 32) -> QueueAnalysis:
+def analyze_file(path: str | os.PathLike[str], *, time_limit: float | None = None, ww_deps: bool = False,
+                 max_examples: int = 32) -> QueueAnalysis:
     """`analyze` over a history file; errors cite FILE:LINE; a torn last line is dropped and noted."""
     p = os.fspath(path)
     ef = EventFile(p)
-    an = analyze(ef, allowed, time_limit=time_limit, policies=policies, ww_deps=ww_deps,
-                 max_examples=max_examples, path=p, line_of=ef.line_of)
+    an = analyze(ef, time_limit=time_limit, ww_deps=ww_deps, max_examples=max_examples, path=p,
+                 line_of=ef.line_of)
     if ef.dropped:
         an.result["dropped_lines"] = ef.dropped
         an.result["dropped_reason"] = ef.dropped_reason
     return an
 
 
-def check_file(path: str | os.PathLike[str], allowed: Iterable[str] = (), *, time_limit: float | None = None,
-               policies: Iterable[str] = (), ww_deps: bool = False, max_examples: int = 32) -> dict[str, Any]:
+def check_file(path: str | os.PathLike[str], *, time_limit: float | None = None, ww_deps: bool = False,
+               max_examples: int = 32) -> dict[str, Any]:
     """`check` over a history file."""
-    return analyze_file(path, allowed, time_limit=time_limit, policies=policies, ww_deps=ww_deps,
-                        max_examples=max_examples).result
+    return analyze_file(path, time_limit=time_limit, ww_deps=ww_deps, max_examples=max_examples).result

@@ -16,7 +16,7 @@ from typing import Any
 from checkers.optable import FAIL, INFO, OK, OpTable
 from checkers.queue.core import QueuePass
 from checkers.queue.cycles import find_cycles
-from checkers.queue.policy import type_order, verdict
+from checkers.queue.policy import type_order
 from checkers.stats import summarize
 from contracts.history import fault_windows
 
@@ -95,9 +95,11 @@ class QueueAnalysis:
         return ts, lags, keys
 
 
-def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_deps: bool,
-           timed_out: bool = False, stats: bool = True) -> QueueAnalysis:
-    """Classify the anomalies of a finished pass and build the result object."""
+def finish(qp: QueuePass, *, ww_deps: bool, timed_out: bool = False, stats: bool = True) -> QueueAnalysis:
+    """Classify the anomalies of a finished pass and build the raw result object: `valid` false
+    for any anomaly, else "unknown" when the history was not checkable (`complete` false: the
+    time limit, or no send, poll or txn op), else true. What a run may lose is applied by the
+    one verdict (checkers/verdict.py)."""
     found = Found(qp.max_examples)
     committed = _committed_info_ops(qp)
     if not timed_out:
@@ -116,24 +118,23 @@ def finish(qp: QueuePass, allowed: frozenset[str], *, policies: list[str], ww_de
         _g1a_garbage(qp, found)
         if qp.graph_ops:
             find_cycles(qp, committed, ww_deps, found)
-    types, bad, valid = verdict(found.counts, allowed,
-                                checkable=not timed_out and bool({"send", "poll", "txn"} & set(qp.table.f_names)))
+    complete = not timed_out and bool({"send", "poll", "txn"} & set(qp.table.f_names))
+    types = sorted(found.counts, key=type_order)
+    valid: Any = False if types else True if complete else "unknown"
     result: dict[str, Any] = {
         "valid": valid,
+        "complete": complete,
         "anomaly_types": types,
-        "bad_anomaly_types": bad,
         "anomalies": {t: found.examples[t] for t in types},
         "anomaly_counts": {t: found.counts[t] for t in types},
         "anomaly_keys": {t: dict(sorted(found.keys[t].items())) for t in types},
-        "allowed": sorted(allowed, key=type_order),
-        "policies": list(policies),
         "ww_deps": ww_deps,
     }
     result["first_anomaly_time"] = first_anomaly_time(result["anomalies"], qp.table)
     if timed_out:
         result["reason"] = ("time limit reached before the whole history was read: only anomalies "
                             "a prefix proves are listed")
-    elif valid == "unknown":
+    elif not complete:
         result["reason"] = "no send, poll or txn op in the history: nothing to check"
     an = QueueAnalysis(result=result, table=qp.table, nemesis=qp.nemesis, ack_t=qp.ack_t,
                        read_t=qp.read_t, last_time=qp.last_time)

@@ -13,20 +13,21 @@ import os
 from typing import Any
 
 from checkers.plots import write_plots
-from checkers.queue import analyze_file, resolve_allowed
+from checkers.queue import analyze_file
+from checkers.queue.policy import named_policy
 from checkers.timeline import write_timeline
+from checkers.verdict import judge
 from contracts.errors import InputError
 
 
 def check_path(path: str, args: argparse.Namespace) -> dict[str, Any]:
-    allowed = list(getattr(args, "allow", None) or [])
-    policies = list(getattr(args, "policy", None) or [])
     try:
-        resolve_allowed(allowed, policies)
+        policy = named_policy(list(getattr(args, "allow", None) or []), list(getattr(args, "policy", None) or []))
     except ValueError as e:
         raise InputError(str(e)) from None
-    an = analyze_file(path, allowed, time_limit=getattr(args, "time_limit", None), policies=policies,
+    an = analyze_file(path, time_limit=getattr(args, "time_limit", None),
                       ww_deps=bool(getattr(args, "ww_deps", False)))
+    judge({"queue": an.result}, policy).write_into(an.result, policy)
     out_dir = getattr(args, "plots", None)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

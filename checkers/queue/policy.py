@@ -1,9 +1,11 @@
 """Which anomaly types a configuration may show: named policies and their resolution.
 
-A run's verdict is `valid: true` iff every anomaly type found is in its *allowed* set.
-The allowed set is the union of named policies and single types. This table is the one
-definition of what each allowance covers; `checkers.policy` picks the named policies from a
-run's configuration (with the reason for each) and the result prints the set it applied.
+A run's verdict is `valid: true` iff every anomaly type found is in its *allowed* set
+(decided in one place: checkers/verdict.py). The allowed set is the union of named policies
+and single types. `ALLOWANCES` is the one definition of what each allowance covers and why,
+in the one wording the verdict's reasons and the explanations share; a system's loss rules
+(e.g. suites/wrack/rules.py) pick the named policies from a run's configuration and fault
+history, and the result prints the set it applied.
 
 Terms: an *acknowledged* record is one a producer was told is at offset o; a *committed*
 record is below the partition's high watermark (HWM), which only advances once every
@@ -27,8 +29,10 @@ with subscribe), int-poll-skip, G1c without ww edges: no loss explains them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from checkers.policy import Pick, Policy
 
 ANOMALY_TYPES: tuple[str, ...] = (
     "inconsistent-offsets", "duplicate", "lost-write", "unseen", "G1a", "garbage-read",
@@ -43,21 +47,55 @@ _UNCOMMITTED_LOSS = frozenset({"lost-write", "unseen", "inconsistent-offsets", "
 # inside one poll that returned the records of several fetches)
 _COMMITTED_LOSS = _UNCOMMITTED_LOSS | {"nonmonotonic-poll", "int-nonmonotonic-poll"}
 
-POLICIES: dict[str, frozenset[str]] = {
-    "strict": frozenset(),
-    "acks1": _UNCOMMITTED_LOSS,
-    "min-isr1": _COMMITTED_LOSS,
-    "power-loss-unflushed": _COMMITTED_LOSS,
-    "unclean-election": _COMMITTED_LOSS,
-    "subscribe": frozenset({"poll-skip", "nonmonotonic-poll"}),
-    "final-read-deadline": frozenset({"unseen"}),
-    "txn": frozenset({"int-send-skip", "G0"}),
-    "txn-ww-deps": frozenset({"int-send-skip", "G0", "G1c"}),
-}
+
+@dataclass(frozen=True)
+class Allowance:
+    """One row of the table: a named policy, the anomaly types it allows, and why, in the one
+    wording the verdict's reasons and the explanations both use."""
+
+    name: str
+    allows: frozenset[str]
+    why: str
+
+
+ALLOWANCES: tuple[Allowance, ...] = (
+    Allowance("strict", frozenset(), "acks=all with min.insync.replicas >= 2, no unclean election, no "
+              "partition over the ELR's bound of lossy shutdowns: no acknowledged write may be lost"),
+    Allowance("acks1", _UNCOMMITTED_LOSS, "the leader acknowledges a record before any follower has it, so a "
+              "leader failover truncates acknowledged records that no consumer could read yet (they were "
+              "above the high watermark)"),
+    Allowance("min-isr1", _COMMITTED_LOSS, "the ISR may shrink to the leader, which then acknowledges and "
+              "commits records alone; losing its copy loses records consumers have read"),
+    Allowance("power-loss-unflushed", _COMMITTED_LOSS, "more replicas of a partition lost their unflushed "
+              "writes at once than min.insync.replicas - 1 (seed 002, 5.1.2: the ELR's bound), so the "
+              "protocol promises nothing for that partition: committed records consumers read may be gone"),
+    Allowance("unclean-election", _COMMITTED_LOSS, "with no in-sync replica live, an out-of-sync one may be "
+              "elected and the others truncate to it, losing records consumers have read"),
+    Allowance("subscribe", frozenset({"poll-skip", "nonmonotonic-poll"}), "subscribe-mode consumers are "
+              "rebalanced between polls"),
+    Allowance("final-read-deadline", frozenset({"unseen"}), "the final read-back did not run to the end "
+              "(its deadline, or the harness was killed): acknowledged records may not have been polled yet"),
+    Allowance("txn", frozenset({"int-send-skip", "G0"}), "Kafka transactions do not isolate writes, so sends "
+              "of concurrent transactions interleave within one (int-send-skip) and their write order can "
+              "form cycles (G0)"),
+    Allowance("txn-ww-deps", frozenset({"int-send-skip", "G0", "G1c"}), "with ww edges in the graph, ww+wr "
+              "cycles are normal without write isolation (Jepsen's :ww-deps)"),
+)
+POLICIES: dict[str, frozenset[str]] = {a.name: a.allows for a in ALLOWANCES}
+WHY: dict[str, str] = {a.name: a.why for a in ALLOWANCES}
 
 # policies under which acknowledged writes may be lost (other checkers map these to their
 # own loss verdict, e.g. the linearizability checker's `nonlinearizable`)
 LOSSY_POLICIES: frozenset[str] = frozenset({"acks1", "min-isr1", "power-loss-unflushed", "unclean-election"})
+LINEARIZABLE_LOSS = "nonlinearizable"
+
+
+def allowed_by(checker: str, name: str) -> list[str]:
+    """What policy `name` allows in the terms of `checker`'s anomaly types (the queue checker's
+    own, or the linearizability checker's one loss verdict for a lossy policy)."""
+    if checker == "queue":
+        return sorted(POLICIES[name])
+    return [LINEARIZABLE_LOSS] if name in LOSSY_POLICIES else []
 
 
 def type_order(t: str) -> int:
@@ -66,16 +104,6 @@ def type_order(t: str) -> int:
         return ANOMALY_TYPES.index(t)
     except ValueError:
         return len(ANOMALY_TYPES)
-
-
-def verdict(found: Iterable[str], allowed: Collection[str], *, checkable: bool) -> tuple[list[str], list[str], Any]:
-    """(the types found in ANOMALY_TYPES' order, those not allowed, `valid`): `valid` is
-    False if any type found is not allowed, else "unknown" when the history was not
-    checkable (no queue op, or not read to the end), else True."""
-    types = sorted(found, key=type_order)
-    bad = [t for t in types if t not in allowed]
-    valid: Any = False if bad else True if checkable else "unknown"
-    return types, bad, valid
 
 
 def resolve_allowed(allowed: Iterable[str] = (), policies: Iterable[str] = ()) -> frozenset[str]:
@@ -98,3 +126,16 @@ def resolve_allowed(allowed: Iterable[str] = (), policies: Iterable[str] = ()) -
             raise ValueError(f"unknown policy {n!r} (known: {', '.join(POLICIES)})")
         out |= POLICIES[n]
     return frozenset(out)
+
+
+def named_policy(allowed: Iterable[str] = (), policies: Iterable[str] = (), *, rule: str = "as asked") -> Policy:
+    """Loss rules from named policies and single types (`resolve_allowed`'s forms, ValueError for
+    unknown ones), for a verdict asked of a history alone (`wrack check --allow/--policy`)."""
+    allowed, policies = list(allowed), list(policies)
+    resolve_allowed(allowed, policies)
+    names = [*policies, *(a.removeprefix("policy:") for a in allowed if a.startswith("policy:"))]
+    picks = [Pick(n, WHY[n], sorted(POLICIES[n], key=type_order), rule) for n in names]
+    types = [a for a in allowed if not a.startswith("policy:")]
+    if types:
+        picks.append(Pick("allow", "allowed as asked", sorted(types, key=type_order), rule))
+    return Policy(picks)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import workloads
+import suites
 from checkers.compose import MERGED_KEYS, check_safe, compose, merge_results, merge_valid
 from contracts.errors import InputError
 from workloads.base import WorkloadAnalysis
@@ -139,12 +139,12 @@ def test_counts_are_merged_only_when_a_part_gives_them():
     assert both["anomalies"] == {"x": [1, 2]} and both["anomaly_counts"] == {"x": 1} and both["valid"] is False
 
 
-@pytest.mark.parametrize("name", sorted(workloads.WORKLOADS))
-def test_every_workload_offers_the_same_checker_interface(name, tmp_path: Path):
-    wl = workloads.make(name)
+@pytest.mark.parametrize("system, name", [(s, w) for s in suites.names() for w in suites.get(s).workloads])
+def test_every_workload_offers_the_same_checker_interface(system, name, tmp_path: Path):
+    wl = suites.get(system).make_workload(name, {})
     assert isinstance(wl.summary(), dict) and isinstance(wl.checks_recovery, bool)
     hist = tmp_path / "history.jsonl"
     hist.write_text("")
-    checked = wl.analyze(hist, (), 5.0, policies=())
+    checked = wl.analyze(hist, 5.0)
     assert isinstance(checked, WorkloadAnalysis) and checked.result["valid"] in (True, False, "unknown")
-    assert wl.check(hist, (), 5.0) == checked.result
+    assert wl.check(hist, 5.0) == checked.result

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from clusters import local
-from clusters.db import BrokerDB, BrokerOptions
+from suites.wrack.db import BrokerDB, BrokerOptions
 from clusters.node import ClusterSpec
 from nemesis.core import FaultOp, Nemesis
 from nemesis.guard import always_heal

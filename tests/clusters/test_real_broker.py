@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.db import BrokerDB, BrokerOptions
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 

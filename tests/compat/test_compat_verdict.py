@@ -11,7 +11,7 @@ from compat.verdict import (
     SKIPPED,
     Case,
     SuiteRun,
-    judge,
+    compare_with_expected,
     load_expected,
     parse_expected,
     table,
@@ -44,7 +44,7 @@ def test_judge_splits_expected_unexpected_and_now_passing():
                                          Case("test_x.py::test_y", SKIPPED, "SASL")]),
             SuiteRun("librdkafka", 3, [Case("0098_consumer_txn", FAILED, "RF 3")]),  # listed for 1 node only
             SuiteRun("librdkafka", 1, [Case("0098_consumer_txn", PASSED)])]
-    v = judge(runs, e)
+    v = compare_with_expected(runs, e)
     assert [(f.test, f.expected, f.reason) for f in v.failures] == [
         ("test_admin_integration.py::test_delete_records_with_errors", True, "not yet implemented: DeleteRecords"),
         ("test_consumer_integration.py::test_group", False, "timeout"),
@@ -56,16 +56,16 @@ def test_judge_splits_expected_unexpected_and_now_passing():
 def test_only_expected_failures_exit_zero_and_a_suite_that_did_not_run_does_not():
     e = parse_expected(EXPECTED)
     ok = [SuiteRun("librdkafka", 1, [Case("0098_consumer_txn", FAILED, "x"), Case("0001_multiobj", PASSED)])]
-    assert judge(ok, e).exit_code == 0
-    assert judge([SuiteRun("librdkafka", 3, error="build failed")], e).exit_code == 1
+    assert compare_with_expected(ok, e).exit_code == 0
+    assert compare_with_expected([SuiteRun("librdkafka", 3, error="build failed")], e).exit_code == 1
 
 
 def test_a_flaky_entry_that_passes_is_not_reported_for_pruning():
     e = parse_expected("librdkafka 3 0089_max_poll_interval flaky: a race of the test's own\n")
     runs = [SuiteRun("librdkafka", 3, [Case("0089_max_poll_interval", PASSED)])]
-    assert judge(runs, e).now_passing == []
+    assert compare_with_expected(runs, e).now_passing == []
     runs = [SuiteRun("librdkafka", 3, [Case("0089_max_poll_interval", FAILED, "x")])]
-    assert judge(runs, e).exit_code == 0
+    assert compare_with_expected(runs, e).exit_code == 0
 
 
 def test_table_counts_and_lists_every_failure_with_its_reason():
@@ -73,7 +73,7 @@ def test_table_counts_and_lists_every_failure_with_its_reason():
     runs = [SuiteRun("librdkafka", 1, [Case("0098_consumer_txn", FAILED, "x"), Case("0001_multiobj", PASSED),
                                        Case("0002_unkpart", FAILED, "new\nbug"), Case("0097_ssl", SKIPPED, "SSL")],
                      seconds=12.4)]
-    out = table(runs, judge(runs, e))
+    out = table(runs, compare_with_expected(runs, e))
     assert "| librdkafka | 1 | 1 | 2 (1) | 1 | 12 s |" in out
     assert "librdkafka @1  0002_unkpart: new bug" in out.split("Expected failures")[0]
     assert "0098_consumer_txn: creates topics with replication factor 3" in out.split("Expected failures")[1]

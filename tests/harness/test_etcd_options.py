@@ -9,10 +9,11 @@ import subprocess
 import pytest
 from harness_testlib import wrack_bin
 
-from contracts import options
-from harness import runner
-from harness.faults import ETCD_MIX, fault_packages
+import suites
+from harness import options, runner
+from harness.faults import fault_packages
 from nemesis.targets import LeaderMetadata, resolve
+from suites.etcd.faults import MIX as ETCD_MIX
 
 
 @pytest.mark.parametrize("args, named", [
@@ -36,7 +37,7 @@ def test_etcd_defaults_to_the_register_workload_and_its_own_mix():
     o = options.TestOptions(db="etcd")
     runner.validate(o)
     assert o.workload == "register"
-    assert [p.name for p in fault_packages(o.nemesis, {}, db="etcd")] == list(ETCD_MIX)
+    assert [p.name for p in fault_packages(o.nemesis, suites.get("etcd"), {})] == list(ETCD_MIX)
     assert runner.test_name(options.TestOptions(db="etcd", etcd_reads="serializable", nemesis=["partition"])) == \
         "etcd-register-serializable-reads-partition"
     o = options.TestOptions()
@@ -45,7 +46,7 @@ def test_etcd_defaults_to_the_register_workload_and_its_own_mix():
 
 
 def test_etcd_leader_faults_aim_at_the_leader_the_db_reports():
-    kill = next(p for p in fault_packages(["kill-leader"], {}, db="etcd"))
+    kill = next(p for p in fault_packages(["kill-leader"], suites.get("etcd"), {}))
     op = kill.start(random.Random(1))
     assert op.f == "kill" and op.value == {"role": "controller"}
     addresses = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}

@@ -131,11 +131,12 @@ def test_bugzoo_uses_default_options():
 
 
 def test_unclean_election_option():
-    from checkers.policy import choose
+    from suites.wrack.rules import choose
+    from suites.wrack.suite import broker_options
 
     o = runner.TestOptions(unclean_election=True)
-    assert runner.broker_options(o).extra["unclean.leader.election.enable"] == "true"
-    assert runner.broker_options(runner.TestOptions()).extra["unclean.leader.election.enable"] == "false"
+    assert broker_options(o).extra["unclean.leader.election.enable"] == "true"
+    assert broker_options(runner.TestOptions()).extra["unclean.leader.election.enable"] == "false"
     assert runner.test_name(o).endswith("-unclean")
     p = choose({"workload": "queue", "unclean_election": True})
     assert p.names == ["unclean-election"] and "nonmonotonic-poll" in p.allowed and p.reasons

@@ -21,7 +21,7 @@ import pytest
 from harness_testlib import wrack_bin
 
 from clusters.testing import can_run_local
-from harness.nodelogs import read_node_events
+from suites.wrack.nodelogs import read_node_events
 
 pytestmark = [
     pytest.mark.root, pytest.mark.slow,

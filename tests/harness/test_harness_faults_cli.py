@@ -9,13 +9,16 @@ import subprocess
 import pytest
 from harness_testlib import wrack_bin
 
+import suites
 from contracts import generator as g
 from contracts.history import write_history
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, known_packages
 
+WRACK = suites.get("wrack")
+
 
 def test_fault_packages_by_name_and_leader_targets():
-    pkgs = fault_packages(["partition", "kill-leader", "partition-leader"], {"queue0": 3})
+    pkgs = fault_packages(["partition", "kill-leader", "partition-leader"], WRACK, {"queue0": 3})
     assert [p.name for p in pkgs] == ["partition", "kill-leader", "partition-leader"]
     rng = random.Random(1)
     op = pkgs[1].start(rng)
@@ -28,25 +31,25 @@ def test_fault_packages_by_name_and_leader_targets():
     assert all(op.value["isolate"]["role"] == "leader" for op in shapes if op.f == "start-partition")
     assert all(sorted(op.value["candidates"]) == [["queue0", p] for p in range(3)] for op in shapes
                if op.f == "cut-leader")
-    power = fault_packages(["power-loss"], {"queue0": 3})[0].start(rng)
+    power = fault_packages(["power-loss"], WRACK, {"queue0": 3})[0].start(rng)
     assert power.value["nodes"] == {"role": "lone-leader", "topics": ["queue0"], "else": "one"}
     with pytest.raises(ValueError, match="unknown nemesis flood"):
-        fault_packages(["flood"], {"t": 1})
-    assert {"kill-leader", "partition", "kill"} <= set(known_packages())
+        fault_packages(["flood"], WRACK, {"t": 1})
+    assert {"kill-leader", "partition", "kill"} <= set(known_packages(WRACK))
 
 
 def test_controller_packages_target_the_active_controller():
-    kill, part = fault_packages(["kill-controller", "partition-controller"], {})  # no topics needed
+    kill, part = fault_packages(["kill-controller", "partition-controller"], WRACK, {})  # no topics needed
     rng = random.Random(1)
     assert kill.start(rng).f == "kill" and kill.start(rng).value == {"role": "controller"}
     assert kill.stop.f == "start" and kill.final[0].f == "start"
     assert part.start(rng).value == {"isolate": {"role": "controller"}} and part.stop.f == "stop-partition"
-    assert {"kill-controller", "partition-controller"} <= set(known_packages())
+    assert {"kill-controller", "partition-controller"} <= set(known_packages(WRACK))
 
 
 def test_schedule_replays_for_a_seed_and_flip_flops():
     def ops(seed):
-        pkgs = fault_packages(["partition", "kill"], {"t": 1})
+        pkgs = fault_packages(["partition", "kill"], WRACK, {"t": 1})
         gen = g.time_limit(60, g.nemesis(ScheduleGenerator(pkgs, 5.0, random.Random(seed))))
         out = []
         ctx_workers = {"nemesis": "nemesis"}

@@ -1,4 +1,4 @@
-"""The policy computed from a run's fault history (`checkers.lossy`, `checkers.policy.choose`):
+"""The policy computed from a run's fault history (suites/wrack/lossy.py, suites/wrack/rules.py `choose`):
 synthetic nemesis events as the nemesis and the cluster-state observer write them.
 
 A replica that lost data counts until it is seen back in the ISR (after being seen out);
@@ -12,10 +12,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkers.lossy import durability, losses, partition_of
-from checkers.policy import choose
+from checkers.verdict import judge
 from contracts.history import fault_windows
-from harness.analysis import judge_by_partition
+from suites.wrack.lossy import durability, losses, partition_of
+from suites.wrack.rules import choose
 
 NODES = ["n1", "n2", "n3"]
 SAFE = {"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nodes": 3, "nemesis": ["power-loss"]}
@@ -385,12 +385,14 @@ def test_the_lossy_allowance_covers_only_the_partitions_over_the_bound():
     assert policy(r, nodes=3, acks="1").outside({"lost-write": {"t-1": 2}}) == {}  # acks=1 covers every partition
 
 
-def test_judge_by_partition_makes_the_verdict_invalid():
+def test_the_verdict_refuses_an_allowance_outside_its_partitions():
     r = Run(keys=("t-0", "t-1")).state(0, NODES).power_loss(5, "n1", "n2", files=["/t-0/00000000000000000000.log"])
     p = policy(r, nodes=3)
-    results = {"valid": True, "anomaly_types": ["inconsistent-offsets"], "allowed": p.allowed,
-               "anomaly_keys": {"inconsistent-offsets": {"t-1": 3}}, "policy": p.to_dict()}
-    judge_by_partition(results, p)
+    raw = {"valid": False, "anomaly_types": ["inconsistent-offsets"],
+           "anomaly_keys": {"inconsistent-offsets": {"t-1": 3}}}
+    results = judge({"queue": raw}, p).write_into(dict(raw), p)
     assert results["valid"] is False and "inconsistent-offsets" not in results["allowed"]
     assert results["policy"]["outside_allowed_partitions"] == {"inconsistent-offsets": ["t-1"]}
     assert results["bad_anomaly_types"] == ["inconsistent-offsets"]
+    inside = {**raw, "anomaly_keys": {"inconsistent-offsets": {"t-0": 3}}}
+    assert judge({"queue": inside}, p).valid is True  # in the partition over the ELR's bound: allowed

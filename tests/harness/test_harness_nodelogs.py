@@ -1,5 +1,5 @@
 """Event lines: the broker's format read back (broker/server/eventlog.py), and a run folder's
-node logs put on the history's clock with node names (harness/nodelogs.py)."""
+node logs put on the history's clock with node names (suites/wrack/nodelogs.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.server.eventlog import format_event, parse_event
-from harness.nodelogs import clock_anchor, read_node_events
+from contracts.history import clock_anchor
+from suites.wrack.nodelogs import read_node_events
 
 PREFIX = "2026-11-24 07:01:05.780 INFO [node 0] wrack.broker.events: "
 word = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).filter(

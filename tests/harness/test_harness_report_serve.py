@@ -243,7 +243,7 @@ def test_analysis_checks_with_the_named_policies_and_plots_from_the_check(tmp_pa
     run = make_queue_run(tmp_path)
     res = analyze_run(run)
     assert res["valid"] is True and "render_problems" not in res, res.get("render_problems")
-    assert res["policies"] == ["acks1"] and res["policy"]["name"] == "acks1"
+    assert res["policy"]["name"] == "acks1" and res["policy"]["policies"][0]["name"] == "acks1"
     assert set(res["allowed"]) == POLICIES["acks1"]
     names = {p.stem for p in (run / "plots").glob("*.png")}
     assert {"latency-raw", "rate", "unseen", "clock-skew"} <= names

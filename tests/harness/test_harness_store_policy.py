@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from checkers.policy import choose
+from suites.wrack.rules import choose
 from contracts import store
 from contracts.errors import InputError
 

@@ -27,10 +27,16 @@ from checkers.linearizable.models import CAS_REGISTER, NIL
 from contracts import generator as g
 from contracts.history import HistoryWriter, pair_ops, read_events, write_history
 from harness import interpreter
-from workloads import make
-from workloads.base import WorkloadOptions
-from workloads.etcd_io import EtcdError, EtcdIO
-from workloads.register import OPS_PER_KEY, VALUES, RegisterClient, RegisterGenerator, active_keys
+from suites.etcd.client import EtcdError, EtcdIO
+from suites.etcd.register import (
+    OPS_PER_KEY,
+    VALUES,
+    RegisterClient,
+    RegisterGenerator,
+    RegisterOptions,
+    RegisterWorkload,
+    active_keys,
+)
 
 ETCD = "/usr/bin/etcd"
 READY_S = 60.0
@@ -108,7 +114,7 @@ def shared_etcd() -> Iterator[LocalEtcd]:
 
 
 def client(url: str, reads: str = "linearizable", timeout: float = 5.0) -> RegisterClient:
-    wl = make("register", WorkloadOptions(request_timeout=timeout, etcd_reads=reads))
+    wl = RegisterWorkload(RegisterOptions(request_timeout=timeout, etcd_reads=reads))
     return wl.client(0, 0, f"{url},http://127.0.0.1:1")  # the first URL only
 
 
@@ -291,7 +297,7 @@ def test_prepared_forms_of_client_outcomes():
 
 
 def test_a_concurrent_run_against_etcd_is_linearizable(etcd, tmp_path):
-    wl = make("register", WorkloadOptions(request_timeout=5))
+    wl = RegisterWorkload(RegisterOptions(request_timeout=5))
     gen = g.time_limit(30, g.limit(600, RegisterGenerator(ops_per_key=50)))
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as h:
@@ -318,7 +324,7 @@ def _history(tmp_path: Path, ops: list[tuple]) -> Path:
 
 
 def test_a_stale_read_is_not_linearizable(tmp_path):
-    wl = make("register")
+    wl = RegisterWorkload()
     base = [(0, "invoke", "write", [0, 1]), (0, "ok", "write", [0, 1]),
             (1, "invoke", "write", [9, 4]), (1, "ok", "write", [9, 4]),
             (0, "invoke", "write", [0, 2]), (0, "ok", "write", [0, 2])]
@@ -333,7 +339,7 @@ def test_a_stale_read_is_not_linearizable(tmp_path):
 def test_a_failed_compare_must_be_explained(tmp_path):
     """A cas that failed its compare while the value was `old` is invalid; the same cas
     failed with an error (it never ran) is fine."""
-    wl = make("register")
+    wl = RegisterWorkload()
     base = [(0, "invoke", "write", [0, 2]), (0, "ok", "write", [0, 2]), (1, "invoke", "cas", [0, [2, 3]])]
     assert wl.analyze(_history(tmp_path, base + [(1, "fail", "cas", [0, [2, 3]])])).result["valid"] is False
     assert wl.analyze(_history(tmp_path, base + [(1, "fail", "cas", [0, [2, 3]], "connect-failed: refused")])

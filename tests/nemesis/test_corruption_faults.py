@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.db import BrokerDB, BrokerOptions
+from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.corruption import CorruptionSpec, plan_bitflips, plan_truncation, segments, select_segments

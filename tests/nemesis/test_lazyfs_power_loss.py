@@ -14,7 +14,7 @@ import pytest
 from lazyfs_testkit import mounted_lazyfs
 from lazyfs_writer import pattern
 
-from clusters.db import BrokerDB, BrokerOptions
+from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.lazyfs.hook import find_hook, install_power_loss

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from schedule_play import play_schedule
 
-from clusters.db import BrokerDB, BrokerOptions
+from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.membership import install_membership

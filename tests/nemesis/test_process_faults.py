@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from schedule_play import play_schedule
 
-from clusters.db import BrokerDB, BrokerOptions
+from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.schedule import packages

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from clusters.db import BrokerDB, BrokerOptions
+from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter
 from nemesis.clock import install_clock
 from nemesis.core import FaultOp, Nemesis

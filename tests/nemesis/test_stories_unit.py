@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+import suites
 from contracts.generator import NEMESIS_THREAD, Context
 from harness.faults import (
-    DEFAULT_MIX,
     MIX,
     ScheduleGenerator,
     expand,
@@ -28,7 +28,9 @@ from nemesis.core import FaultOp, Nemesis
 from nemesis.leadercut import install_leader_cut
 from nemesis.schedule import FaultPackage, rotation
 from nemesis.targets import Metadata, PartitionInfo, partition_view
+from suites.wrack.faults import MIX as DEFAULT_MIX
 
+WRACK = suites.get("wrack")
 TOPICS = {"t": 2}
 
 
@@ -36,14 +38,14 @@ TOPICS = {"t": 2}
 
 
 def test_mix_expands_to_the_stories_and_generic_packages():
-    assert expand([MIX]) == list(DEFAULT_MIX)
-    assert expand(["kill", MIX]) == ["kill", *[n for n in DEFAULT_MIX if n != "kill"]]
+    assert expand([MIX], DEFAULT_MIX) == list(DEFAULT_MIX)
+    assert expand(["kill", MIX], DEFAULT_MIX) == ["kill", *[n for n in DEFAULT_MIX if n != "kill"]]
     assert rotates([MIX]) and not rotates(["partition", "kill"])
-    names = [p.name for p in fault_packages([MIX], TOPICS)]
+    names = [p.name for p in fault_packages([MIX], WRACK, TOPICS)]
     assert {"lrs", "hw-truncation", "leso", "wipe-follower", "partition", "kill"} <= set(names)
-    assert set(stories.STORIES) <= set(known_packages(TOPICS))  # every story by name
+    assert set(stories.STORIES) <= set(known_packages(WRACK, TOPICS))  # every story by name
     with pytest.raises(ValueError, match="unknown nemesis nope"):
-        fault_packages(["nope"], TOPICS)
+        fault_packages(["nope"], WRACK, TOPICS)
 
 
 def test_rotation_plays_every_package_once_per_round_with_calm_periods():
@@ -71,7 +73,7 @@ def test_rotation_plays_every_package_once_per_round_with_calm_periods():
 
 
 def test_schedule_delays_count_from_the_end_of_the_previous_op():
-    pkgs = fault_packages(["lrs"], TOPICS)
+    pkgs = fault_packages(["lrs"], WRACK, TOPICS)
     g = ScheduleGenerator(pkgs, 4.0, random.Random(1), rotate=True)
     ctx = Context(0, random.Random(0), {NEMESIS_THREAD: "nemesis"}, frozenset([NEMESIS_THREAD]))
     op1 = g.op(ctx)
@@ -334,7 +336,7 @@ def test_waits_are_bounded():
 
 
 def test_rotation_plays_stories_first_in_each_round():
-    pkgs = fault_packages([MIX], TOPICS)
+    pkgs = fault_packages([MIX], WRACK, TOPICS)
     ops = [op for _, op in islice(rotation(pkgs, 10.0, random.Random(9)), 200)]
     story_names = {p.name for p in pkgs if p.tier == 0}
     assert story_names == {"lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition"}

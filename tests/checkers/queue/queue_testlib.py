@@ -295,3 +295,15 @@ def simulate(seed: int, n_ops: int = 80, n_keys: int = 3, n_proc: int = 4, plant
     sim.run(n_ops)
     sim.final()
     return sim
+
+
+def judged(events: list[dict[str, Any]], allowed: Any = (), policies: Any = (), **kw: Any) -> dict[str, Any]:
+    """The queue checker's raw result, judged by the one verdict under the named allowances
+    (`checkers.queue.policy.named_policy`): what a run with that policy would report."""
+    from checkers.queue import check
+    from checkers.queue.policy import named_policy
+    from checkers.verdict import judge
+
+    result = check(events, **kw)
+    policy = named_policy(allowed, policies)
+    return judge({"queue": result}, policy).write_into(result, policy)

@@ -45,7 +45,7 @@ def test_invalid_history_exits_1_and_policy_allows(tmp_path):
     r = wrack("--allow", "lost-write", "--json", str(p))
     assert r.returncode == 0 and json.loads(r.stdout)["allowed"] == ["lost-write"]
     r = wrack("--policy", "acks1", "--json", str(p))
-    assert r.returncode == 0 and json.loads(r.stdout)["policies"] == ["acks1"]
+    assert r.returncode == 0 and json.loads(r.stdout)["policy"]["name"] == "acks1"
 
 
 def test_unknown_allow_or_policy_is_bad_argument(tmp_path):

@@ -1,4 +1,4 @@
-"""checkers.queue.explain on hand-built histories and node events: who acknowledged a lost
+"""suites/wrack/explain.py on hand-built histories and node events: who acknowledged a lost
 offset, in which epoch, what followed, who truncated it, which rule it matches."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from queue_testlib import PLANTS, H, simulate
+from queue_testlib import PLANTS, H, judged, simulate
 
 from checkers.queue import check
-from checkers.queue.explain import explain, targets_of
+from suites.wrack.explain import explain, targets_of
 
 TP = "t-0"
 ACKS1 = {"acks": "1", "min_isr": 2, "safeguards_off": [], "flush_policy": "none"}
@@ -52,7 +52,7 @@ def by_offset(out: dict, offset: int) -> dict:
 
 def test_an_acks1_loss_names_the_acknowledging_leader_the_election_and_the_truncating_node():
     events, nodes = failover_history()
-    result = check(events, policies=["acks1"])
+    result = judged(events, policies=["acks1"])
     assert {"lost-write", "inconsistent-offsets"} <= set(result["anomaly_types"])
     out = explain(events, nodes, result, ACKS1)
     x = by_offset(out, 1)
@@ -65,7 +65,7 @@ def test_an_acks1_loss_names_the_acknowledging_leader_the_election_and_the_trunc
         ("n1", "diverging-epoch", 3, 1)]
     assert x["reused_by"][0]["value"] == 9 and x["reused_by"][0]["node"] == "n2"
     (rule,) = [r for r in x["rules"] if r["matched"]]
-    assert rule["name"] == "acks=1" and "n2" in rule["evidence"]
+    assert rule["name"] == "acks1" and "n2" in rule["evidence"]
     assert x["allowed_by"] == ["acks1"] and x["not_allowed"] == []
     kinds = [i["kind"] for i in x["timeline"]]
     assert kinds == ["ack", "fault", "election", "reuse", "fault", "truncation"]
@@ -76,7 +76,7 @@ def test_an_acks1_loss_names_the_acknowledging_leader_the_election_and_the_trunc
 
 def test_the_unseen_offset_2_is_explained_by_the_same_truncation():
     events, nodes = failover_history()
-    result = check(events, policies=["acks1"])
+    result = judged(events, policies=["acks1"])
     x = by_offset(explain(events, nodes, result, ACKS1), 2)
     assert "unseen" in x["anomalies"] or "lost-write" in x["anomalies"]
     assert x["ack"]["node"] == "n1" and x["truncated_by"][0]["node"] == "n1"
@@ -97,7 +97,7 @@ def test_two_nodes_believing_they_lead_the_one_that_truncated_acknowledged():
         ne(9500, "n1", "became-follower", tp=TP, epoch=1, leader="n2", leo=2, hwm=1),
         ne(9600, "n1", "truncated", tp=TP, epoch=1, role="follower", from_leo=2, to=1, reason="diverging-epoch"),
     ]
-    result = check(h.events, policies=["acks1"])
+    result = judged(h.events, policies=["acks1"])
     x = by_offset(explain(h.events, nodes, result, ACKS1), 1)
     assert x["value"] == "b" and x["ack"]["node"] == "n1" and x["ack"]["epoch"] == 0
     assert x["reused_by"][0]["value"] == "x"
@@ -112,7 +112,7 @@ def test_without_node_events_the_observed_metadata_names_the_leader():
     cs2 = {**cs, "value": {"controller": "n3", "partitions": {TP: {"leader": "n2", "isr": ["n2"],
                                                                   "replicas": ["n1", "n2", "n3"]}}}}
     evs = [dict(cs, index=-1, time=1)] + events[:9] + [dict(cs2, index=-2, time=8800)] + events[9:]
-    result = check(evs, policies=["acks1"])
+    result = judged(evs, policies=["acks1"])
     x = by_offset(explain(evs, [], result, ACKS1), 1)
     assert x["ack"]["node"] == "n1" and x["ack"]["source"] == "cluster state" and x["ack"]["epoch"] is None
     assert x["ack"]["isr"] == ["n1", "n2"]
@@ -155,13 +155,13 @@ def test_a_power_loss_that_shortened_the_acknowledging_leaders_log():
         ne(6200, "n1", "replica-opened", tp=TP, leo=1, hwm=1),
         ne(6300, "n1", "became-leader", tp=TP, epoch=1, from_offset=1, hwm=1, isr=["n1"]),
     ]
-    result = check(h.events, policies=["min-isr1"])
+    result = judged(h.events, policies=["min-isr1"])
     opts = {**STRICT, "min_isr": 1, "safeguards_off": ["elr"]}
     x = by_offset(explain(h.events, nodes, result, opts), 1)
     assert x["truncated_by"][0]["node"] == "n1" and x["truncated_by"][0]["reason"] == "power loss"
     rules = {r["name"]: r for r in x["rules"]}
-    assert rules["min.insync.replicas=1"]["matched"] and "[n1]" in rules["min.insync.replicas=1"]["evidence"]
-    assert rules["unflushed-power-loss"]["matched"]
+    assert rules["min-isr1"]["matched"] and "[n1]" in rules["min-isr1"]["evidence"]
+    assert "acknowledges and commits records alone" in rules["min-isr1"]["rule"]  # the table's one wording
     assert rules["elr"]["matched"] and "Last Replica Standing" in rules["elr"]["evidence"]
 
 
@@ -172,7 +172,7 @@ def test_offsets_with_one_story_are_told_once_and_at_most_limit_stories():
     for i in range(2, 12):  # ten more lost writes of k-0: the same story as offset 0's
         h.send(1, "k-0", f"v{i}", i)
     h.poll(0, {"k-0": [[12, "w"]]}).send(1, "k-0", "w", 12)
-    result = check(h.events, policies=["acks1"])
+    result = judged(h.events, policies=["acks1"])
     out = explain(h.events, [], result, ACKS1, limit=5)
     assert out["counts"]["stories"] == len(out["explained"]) == 5
     assert out["counts"]["offsets"] == 30 and out["counts"]["explained"] == 5 + 10
@@ -188,7 +188,7 @@ def test_offsets_with_one_story_are_told_once_and_at_most_limit_stories():
 @given(seed=st.integers(0, 10_000), plant=st.sampled_from(PLANTS), limit=st.integers(1, 25))
 def test_every_explained_offset_is_cited_and_the_output_is_bounded(seed, plant, limit):
     events = simulate(seed, plant=plant).h.events
-    result = check(events, policies=["acks1"])
+    result = judged(events, policies=["acks1"])
     out = explain(events, [], result, ACKS1, limit=limit)
     targets, total = targets_of(result)
     assert len(out["explained"]) == out["counts"]["stories"] <= limit
@@ -206,7 +206,7 @@ def test_every_explained_offset_is_cited_and_the_output_is_bounded(seed, plant, 
 def test_an_unseen_send_with_an_unfinished_final_read_matches_the_deadline_rule():
     h = H().assign(0, [TP]).send(1, TP, "a", 0).send(1, TP, "b", 1).poll(0, {TP: [[0, "a"]]})
     nodes = [ne(0, "n1", "became-leader", tp=TP, epoch=0, from_offset=0, hwm=0, isr=["n1", "n2"])]
-    result = check(h.events, policies=["final-read-deadline"])
+    result = judged(h.events, policies=["final-read-deadline"])
     x = by_offset(explain(h.events, nodes, result, STRICT), 1)
     assert x["anomalies"] == ["unseen"] and x["truncated_by"] == []
     assert [r["name"] for r in x["rules"]] == ["final-read-deadline"] and x["allowed_by"] == ["final-read-deadline"]
@@ -222,13 +222,14 @@ def test_a_power_loss_within_the_elr_bound_is_no_excuse():
              ne(6100, "n1", "clock", boot_id="b"), ne(6200, "n1", "replica-opened", tp=TP, leo=1, hwm=1),
              ne(6300, "n1", "became-leader", tp=TP, epoch=1, from_offset=1, hwm=1, isr=["n1"])]
     result = check(h.events)
-    for exceeded, names in (({}, ["none", "unflushed-power-loss"]), ({TP: [{"node": "n1"}]}, ["unflushed-power-loss"])):
-        result["policy"] = {"durability": {"observed": True, "bound": 1, "peak": {TP: 1}, "exceeded": exceeded}}
-        rules = by_offset(explain(h.events, nodes, result, STRICT), 1)["rules"]
-        assert [r["name"] for r in rules] == names  # matched rules first
-        pl = rules[-1]
-        assert pl["matched"] == bool(exceeded) and "n1 came back (power loss)" in pl["evidence"]
-        assert ("within min.insync.replicas-1 = 1" in pl["evidence"]) != bool(exceeded)
+    durability = {"observed": True, "bound": 1, "peak": {TP: 1}}
+    over = {"name": "power-loss-unflushed", "rule": "over the bound", "reason": "", "keys": [TP],
+            "allows": ["lost-write", "inconsistent-offsets", "unseen"]}
+    for picks, name in (([], "none"), ([over], "power-loss-unflushed")):
+        result["policy"] = {"durability": durability, "policies": picks}
+        (rule,) = by_offset(explain(h.events, nodes, result, STRICT), 1)["rules"]
+        assert rule["name"] == name and rule["matched"] and "n1 came back (power loss)" in rule["evidence"]
+        assert ("within min.insync.replicas-1 = 1" in rule["evidence"]) == (not picks)
 
 
 def test_anomalies_without_an_offset_to_explain_do_not_read_the_history():

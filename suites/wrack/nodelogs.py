@@ -1,8 +1,8 @@
 """The nodes' event lines (broker/server/eventlog.py), read from a run folder onto the history's clock.
 
-`clock_anchor(start_ns)` is what the runner records in test.json as `history_start` when
-the history opens: its wall clock (unix seconds), its CLOCK_MONOTONIC (`mono_ns`) and the
-kernel's boot id. `read_node_events(run_dir, test)` reads `nodes/<node>/*.log`, keeps the
+The runner records in test.json as `history_start` when the history opens its wall clock
+(unix seconds), its CLOCK_MONOTONIC (`mono_ns`) and the kernel's boot id
+(`contracts.history.clock_anchor`). `read_node_events(run_dir, test)` reads `nodes/<node>/*.log`, keeps the
 event lines, turns broker ids into node names (each node folder's `server.properties`
 has its `node.id`) and puts each event on the history's clock, `time` in ns since the
 workload started:
@@ -20,7 +20,6 @@ The returned `NodeEvents.clock` says which was used, for the report to state.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,18 +28,6 @@ from broker.server.eventlog import MARK, parse_event
 
 ID_FIELDS = ("node", "leader", "prev_leader")
 LIST_ID_FIELDS = ("isr", "elr")
-BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-
-
-def clock_anchor(start_ns: int) -> dict[str, Any]:
-    """The history's time 0 on this host's clocks (test.json `history_start`)."""
-    mono = time.monotonic_ns()
-    wall = time.time()
-    try:
-        boot = BOOT_ID.read_text().strip()
-    except OSError:
-        boot = None
-    return {"wall": round(wall - (mono - start_ns) / 1e9, 6), "mono_ns": start_ns, "boot_id": boot}
 
 
 @dataclass

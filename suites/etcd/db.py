@@ -1,4 +1,4 @@
-"""etcd on every node of a cluster: the second system under test (`wrack test --db etcd`).
+"""etcd on every node of a cluster (`wrack test --db etcd`).
 
 `EtcdDB` runs Debian's etcd 3.4 (`/usr/bin/etcd`, package etcd-server) as a `ServiceDB`:
 one member per node, named after the node, a static bootstrap of all of them

@@ -15,17 +15,18 @@ unseen, nonmonotonic-poll and -send and their `int-` forms) it tells:
   a leader whose log ended at or below the offset never had the record), truncations of the
   offset (`truncated`, or a node that held it coming back from a restart with a shorter log),
   and later acks of other values at the same offset;
-- the rules it matches: the configuration (acks=1, min.insync.replicas=1, unclean
-  election, unflushed data and power loss) and the safeguards switched off
-  (`broker.core.safeguards.REGISTRY`), each with the evidence the story shows, or that
-  no rule of the configuration allows the loss.
+- the rules that bear on it: the run's loss rules that allow its anomaly in its partition
+  (the verdict's picks, results.json `policy.policies`, in the one wording of
+  checkers/queue/policy.py's table) and the safeguards switched off
+  (`broker.core.safeguards.REGISTRY`), each with the evidence the story shows, or that no
+  rule allows the loss (a bug).
 
 Inputs. `events`: history event dicts in order (docs/ARCHITECTURE.md), including nemesis events and
 the observer's `cluster-state` events (`{"controller", "partitions": {tp: {"leader",
 "isr", "replicas"}}}`). `node_events`: dicts `{"time": ns on the history's clock, "node":
 name, "event": kind, ...}` with the fields of broker/server/eventlog.py, broker ids
-already turned into node names (`harness.nodelogs` reads them). `result`: the queue
-checker's result. `options`: the run's test options (`acks`, `min_isr`,
+already turned into node names (suites/wrack/nodelogs.py reads them). `result`: the run's
+results.json (the queue checker's result with the verdict). `options`: the run's test options (`acks`, `min_isr`,
 `safeguards_off`, `unclean_election`, `flush_policy`).
 
 Output: `{"explained": [...], "counts": {...}, "first_anomaly_time": s}`; at most `limit`
@@ -35,66 +36,27 @@ are counted. Times are seconds since the workload started.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from broker.core.safeguards import REGISTRY
-from checkers.queue.policy import POLICIES, type_order
-from contracts.history import fault_windows
+from checkers.queue.policy import WHY, type_order
+from contracts.history import fault_windows, read_events
+from suites.wrack.explain_story import Ack, Story, Target, election_dict, names_text, nodes_of, seconds
+from suites.wrack.explain_text import fault_text, summary_text, timeline
+from suites.wrack.nodelogs import read_node_events
 
 LIMIT = 20  # stories shown
 SCAN = 200  # offsets whose stories are told (the rest are counted)
 SAME_SHOWN = 50  # offsets listed under a story they share
-TIMELINE_MAX = 14
 KIND_ORDER = ("lost-write", "inconsistent-offsets", "nonmonotonic-poll", "int-nonmonotonic-poll",
               "nonmonotonic-send", "int-nonmonotonic-send", "unseen")
-DOWN_FAULTS = ("kill", "power-loss", "pause", "restart", "remove-node")
-LEADER_EVENTS = ("became-leader", "became-follower", "replica-opened")
 
-CONFIG_RULES = {
-    "acks=1": "acks=1: the leader acknowledges a record before any follower has it; a failover to a "
-              "follower that never fetched it truncates it (the record was never committed, so the "
-              "protocol makes no promise about it).",
-    "min.insync.replicas=1": "min.insync.replicas=1: the ISR may shrink to the leader, which then "
-                             "acknowledges and commits alone; a record only it held is lost with its copy.",
-    "unclean-election": "unclean.leader.election.enable=true: when no in-sync replica is live, an "
-                        "out-of-sync replica may be elected, and what it never had is truncated away.",
-    "unflushed-power-loss": "flush policy not per message: an acknowledged record may still be only in "
-                            "the page cache; a power loss drops it. The protocol's promise holds while at "
-                            "most min.insync.replicas-1 replicas of a partition lose power together.",
-    "final-read-deadline": "the final read phase did not run to the end (its deadline, or the harness was "
-                           "killed): an acknowledged record may simply not have been polled yet.",
-}
 NO_RULE = ("No configuration rule or switched-off safeguard explains this loss: with what this run's "
            "configuration and fault history were, the protocol promises an acknowledged record survives. "
            "This is a bug.")
-
-
-@dataclass
-class Target:
-    """One anomalous offset (or, while its offset is unknown, one value) of a key."""
-
-    key: str
-    offset: int | None
-    value: Any = None
-    kinds: list[str] = field(default_factory=list)
-    ops: list[int] = field(default_factory=list)
-    send_op: int | None = None
-
-
-@dataclass
-class Ack:
-    """A send micro-op's completion: who was told which offset, when."""
-
-    op: int
-    process: Any
-    time: int
-    type: str
-    key: str
-    offset: int | None
-    value: Any
 
 
 # ------------------------------------------------------------------------- targets
@@ -191,93 +153,6 @@ def _send_mop(mop: Any, ev: dict[str, Any]) -> Ack | None:
     return Ack(ev["index"], ev.get("process"), ev["time"], ev["type"], mop[1], None, x)
 
 
-# ------------------------------------------------------------------------- the cluster's story
-class Story:
-    """What the node events, faults and cluster states say about each partition over time."""
-
-    def __init__(self, node_events: list[dict[str, Any]], faults: list[dict[str, Any]],
-                 states: list[tuple[int, dict[str, Any]]]):
-        self.events = sorted(node_events, key=lambda e: e.get("time", 0))
-        self.by_tp: dict[Any, list[dict[str, Any]]] = {}
-        for e in self.events:
-            self.by_tp.setdefault(e.get("tp"), []).append(e)
-        self.faults = faults
-        self.states = states
-        self.state_times = [t for t, _ in states]
-        self.down: dict[str, list[int]] = {}  # node -> times its process stopped (or froze) or restarted
-        for f in faults:
-            if f.get("f") in DOWN_FAULTS:
-                for n in _nodes_of(f.get("value")):
-                    self.down.setdefault(n, []).append(f["time"])
-        for e in self.events:
-            if e["event"] == "clock":
-                self.down.setdefault(e["node"], []).append(e["time"])
-        for v in self.down.values():
-            v.sort()
-
-    def of(self, tp: str, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
-        return [e for e in self.by_tp.get(tp, ()) if e["event"] in kinds]
-
-    def leaders_at(self, tp: str, t: int) -> list[dict[str, Any]]:
-        """The `became-leader` events of nodes that believed they led `tp` at time t."""
-        last: dict[str, dict[str, Any]] = {}
-        for e in self.of(tp, LEADER_EVENTS):
-            if e["time"] > t:
-                break
-            last[e["node"]] = e
-        out = []
-        for node, e in last.items():
-            if e["event"] == "became-leader" and not any(e["time"] < d <= t for d in self.down.get(node, ())):
-                out.append(e)
-        return out
-
-    def state_at(self, tp: str, t: int) -> dict[str, Any] | None:
-        """The partition in the last observed cluster state at or before t."""
-        i = bisect_right(self.state_times, t)
-        if i == 0:
-            return None
-        p = (self.states[i - 1][1].get("partitions") or {}).get(tp)
-        return p if isinstance(p, dict) else None
-
-    def isr_at(self, tp: str, t: int) -> list[str] | None:
-        changes = [e for e in self.of(tp, ("partition-change", "became-leader")) if e["time"] <= t and "isr" in e]
-        if changes:
-            return list(changes[-1].get("isr") or [])
-        st = self.state_at(tp, t)
-        return list(st.get("isr") or []) if st else None
-
-    def elections(self, tp: str, after: int) -> list[dict[str, Any]]:
-        """Leader changes of tp after `after`: {time, node, epoch, from_offset, election, isr}."""
-        out: dict[Any, dict[str, Any]] = {}
-        for e in self.of(tp, ("partition-change",)):
-            if e["time"] > after and e.get("election") not in ("none", "initial", None):
-                out[e.get("epoch")] = {"time": e["time"], "node": e.get("leader"), "epoch": e.get("epoch"),
-                                       "from_offset": None, "election": e.get("election"), "isr": e.get("isr")}
-        for e in self.of(tp, ("became-leader",)):
-            if e["time"] > after:
-                el = out.setdefault(e.get("epoch"), {"time": e["time"], "node": e["node"], "epoch": e.get("epoch"),
-                                                     "election": None, "isr": e.get("isr")})
-                el["from_offset"] = e.get("from_offset")
-                el["time"] = min(el["time"], e["time"])
-        if not self.events:  # no node events: leader changes in the observed metadata
-            prev = (self.state_at(tp, after) or {}).get("leader")
-            for t, st in self.states:
-                p = (st.get("partitions") or {}).get(tp) or {}
-                if t > after and p.get("leader") != prev:
-                    prev = p.get("leader")
-                    out[("cs", t)] = {"time": t, "node": prev, "epoch": None, "from_offset": None,
-                                      "election": "leaderless" if prev is None else None, "isr": p.get("isr")}
-        return sorted(out.values(), key=lambda x: x["time"])
-
-
-def _nodes_of(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        value = value.get("nodes")
-    if isinstance(value, str):
-        return [value]
-    return [n for n in value if isinstance(n, str)] if isinstance(value, list) else []
-
-
 # ------------------------------------------------------------------------- one offset
 def explain(events: Iterable[dict[str, Any]], node_events: list[dict[str, Any]], result: dict[str, Any],
             options: dict[str, Any], *, limit: int = LIMIT, scan: int = SCAN) -> dict[str, Any]:
@@ -354,20 +229,22 @@ def _explain_one(t: Target, seen: _Seen, story: Story, result: dict[str, Any],
     t_end = max(first_cuts + ([lost_by["time"]] if lost_by else []) + [a.time for a in reuses[:1]],
                 default=t0 + 10 * 10**9) + 10**9  # the story of the first loss, and a second more
     allowed = set(result.get("allowed") or [])
-    policies = result.get("policies") or []
+    policy = result.get("policy") or {}
+    picks = list(policy.get("policies") or [])
     out = {
         "key": t.key, "offset": t.offset, "value": t.value if t.value is not None else (ack.value if ack else None),
         "anomalies": sorted(t.kinds, key=type_order), "not_allowed": [k for k in t.kinds if k not in allowed],
-        "allowed_by": sorted({p for k in t.kinds for p in policies if k in POLICIES.get(p, ())}),
-        "ops": t.ops[:8], "ack": ack_info, "elected_without": _el_dict(lost_by),
-        "truncated_by": [{**x, "time": _s(x["time"])} for x in f.truncs],
-        "reused_by": [{"value": a.value, "op": a.op, "time": _s(a.time),
+        "allowed_by": sorted({p["name"] for p in picks if set(t.kinds) & set(p.get("allows") or ())
+                              and (p.get("keys") is None or t.key in p["keys"])}),
+        "ops": t.ops[:8], "ack": ack_info, "elected_without": election_dict(lost_by),
+        "truncated_by": [{**x, "time": seconds(x["time"])} for x in f.truncs],
+        "reused_by": [{"value": a.value, "op": a.op, "time": seconds(a.time),
                        "node": _one_leader(story, t.key, a.time)} for a in reuses[:3]],
         "during": _active_faults(story.faults, t0),
-        "timeline": _timeline(t, ack, ack_info, story, elections, f.truncs, reuses, t0, t_end),
-        "rules": _rules(f, options, policies, (result.get("policy") or {}).get("durability")),
+        "timeline": timeline(t, ack, ack_info, story, elections, f.truncs, reuses, t0, t_end),
+        "rules": _rules(f, options, picks, policy.get("durability")),
     }
-    out["summary"] = _summary(out)
+    out["summary"] = summary_text(out)
     return out
 
 
@@ -397,7 +274,7 @@ def _ack_info(t: Target, ack: Ack, story: Story, acks_all: bool) -> dict[str, An
         st = story.state_at(t.key, ack.time)
         if st and st.get("leader"):
             node, source = st["leader"], "cluster state"
-    return {"op": ack.op, "process": ack.process, "time": _s(ack.time), "node": node, "epoch": epoch,
+    return {"op": ack.op, "process": ack.process, "time": seconds(ack.time), "node": node, "epoch": epoch,
             "candidates": [{"node": e["node"], "epoch": e.get("epoch")} for e in believed] if len(believed) > 1 else [],
             "source": source, "isr": story.isr_at(t.key, ack.time)}
 
@@ -447,7 +324,7 @@ def _truncations(t: Target, story: Story, t0: int, ack: dict[str, Any] | None) -
             held.discard(e["node"])
         elif ev == "replica-opened" and e["node"] in held and e.get("leo", 0) <= o:
             pl = [f for f in story.faults if f.get("f") == "power-loss" and t0 < f["time"] <= e["time"]
-                  and e["node"] in _nodes_of(f.get("value"))]
+                  and e["node"] in nodes_of(f.get("value"))]
             out.append({"node": e["node"], "time": e["time"], "from_leo": None, "to": e.get("leo"),
                         "reason": "power loss" if pl else "restart"})
             held.discard(e["node"])
@@ -464,67 +341,62 @@ def _log_end(e: dict[str, Any]) -> int:
 
 def _active_faults(faults: list[dict[str, Any]], t: int) -> list[str]:
     """Faults in force at time t (started, not yet stopped)."""
-    return [f"{w.kind} since {_s(w.start):.2f} s ({_fault_text(w.start_event)})"
+    return [f"{w.kind} since {seconds(w.start):.2f} s ({fault_text(w.start_event)})"
             for w in fault_windows(faults) if w.start <= t and (w.stop is None or w.stop > t)]
 
 
 # ------------------------------------------------------------------------- rules
-def _rules(f: _Facts, options: dict[str, Any], policies: list[str],
+def _rules(f: _Facts, options: dict[str, Any], picks: list[dict[str, Any]],
            durability: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The configuration rules and switched-off safeguards this story matches, with evidence;
-    `none` when no configuration rule or safeguard matches."""
+    """The run's loss rules that allow this offset's anomalies in its partition (the policy's
+    picks, results.json `policy.policies`, worded as checkers/queue/policy.py's table) and the
+    safeguards switched off, each with the evidence the story shows; `none` when no rule
+    allows the loss and no safeguard is off (then it is a bug)."""
     off = [s for s in options.get("safeguards_off") or [] if s in REGISTRY]
-    out = _config_rules(f, options, policies, off, durability)
-    out += [_rule(n, "safeguard", _sg_text(n), _sg_evidence(n, f)) for n in off if n != "clean-election-only"]
-    if not off and not any(r["matched"] for r in out):
-        out.append(_rule("none", "none", NO_RULE, _lost_elsewhere(f) or "the acknowledged record is gone"))
+    out = [_rule(p["name"], "configuration", WHY.get(p["name"], p.get("reason", "")), _pick_evidence(p["name"], f, options))
+           for p in picks if set(f.t.kinds) & set(p.get("allows") or ())
+           and (p.get("keys") is None or f.t.key in p["keys"])]
+    out += [_rule(n, "safeguard", _sg_text(n), _sg_evidence(n, f)) for n in off]
+    if not out:
+        out.append(_rule("none", "none", NO_RULE, _no_rule_evidence(f, options, durability)))
     return sorted(out, key=lambda r: not r["matched"])
 
 
-def _config_rules(f: _Facts, options: dict[str, Any], policies: list[str], off: list[str],
-                  durability: dict[str, Any] | None) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    acks = str(options.get("acks", "all")).lower()
+def _pick_evidence(name: str, f: _Facts, options: dict[str, Any]) -> str | None:
+    """The sign in this story of the rule a pick stands for, or None."""
     isr = (f.ack or {}).get("isr")
-    if "unseen" in f.t.kinds and not f.truncs and "final-read-deadline" in policies:
-        out.append(_rule("final-read-deadline", "configuration", CONFIG_RULES["final-read-deadline"],
-                         "the final read-back did not run to the end, and no node log shows the offset truncated"))
-    if acks in ("1", "mixed"):
-        out.append(_rule("acks=1", "configuration", CONFIG_RULES["acks=1"],
-                         _lost_elsewhere(f) or f"acks={acks}: the ack did not wait for the followers"))
-    if int(options.get("min_isr") or 2) <= 1:
-        ev = f"the ISR was {_names(isr)} when the record was acknowledged" if isr is not None else "min.insync.replicas=1"
-        out.append(_rule("min.insync.replicas=1", "configuration", CONFIG_RULES["min.insync.replicas=1"], ev))
-    if options.get("unclean_election") or "clean-election-only" in off:
-        unclean = [e for e in f.elections if e.get("election") == "unclean"]
-        ev = (f"{unclean[0]['node']} was elected uncleanly (not in the ISR) at {_s(unclean[0]['time']):.2f} s"
-              if unclean else None)
-        if "clean-election-only" in off:
-            out.append(_rule("clean-election-only", "safeguard", _sg_text("clean-election-only"), ev))
-        else:
-            out.append(_rule("unclean-election", "configuration", CONFIG_RULES["unclean-election"], ev))
-    if str(options.get("flush_policy", "none")) != "every" and f.restarts:
-        out.append(_power_loss_rule(f, durability))
-    return out
+    if name == "acks1":
+        return _lost_elsewhere(f) or f"acks={options.get('acks')}: the ack did not wait for the followers"
+    if name == "min-isr1":
+        return f"the ISR was {names_text(isr)} when the record was acknowledged" if isr is not None else None
+    if name == "unclean-election":
+        return _unclean_evidence(f)
+    if name == "power-loss-unflushed" and f.restarts:
+        r = f.restarts[0]
+        return (f"{r['node']} came back ({r['reason']}) at {seconds(r['time']):.2f} s with its log ending at {r['to']}, "
+                f"while more replicas of {f.t.key} had lost data at once than min.insync.replicas-1")
+    if name == "final-read-deadline" and "unseen" in f.t.kinds and not f.truncs:
+        return "the final read-back did not run to the end, and no node log shows the offset truncated"
+    return None
 
 
-def _power_loss_rule(f: _Facts, durability: dict[str, Any] | None) -> dict[str, Any]:
-    """Unflushed data lost in an unclean shutdown: matched unless the run's fault history shows the
-    partition within the ELR's bound (results.json `policy.durability`, checkers/lossy.py)."""
-    r = f.restarts[0]
-    ev = f"{r['node']} came back ({r['reason']}) at {_s(r['time']):.2f} s with its log ending at {r['to']}"
-    if not durability or not durability.get("observed"):
-        return _rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"], ev)
-    over = (durability.get("exceeded") or {}).get(f.t.key)
-    if over:
-        return _rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
-                     f"{ev}; {f.t.key} lost more replicas at once than min.insync.replicas-1 = "
-                     f"{durability.get('bound')}")
-    peak = (durability.get("peak") or {}).get(f.t.key, 0)
-    return _rule("unflushed-power-loss", "configuration", CONFIG_RULES["unflushed-power-loss"],
-                 f"{ev}, but at most {peak} replica(s) of {f.t.key} lost data at once, within "
-                 f"min.insync.replicas-1 = {durability.get('bound')}: the protocol promises this loss cannot happen",
-                 matched=False)
+def _unclean_evidence(f: _Facts) -> str | None:
+    unclean = [e for e in f.elections if e.get("election") == "unclean"]
+    return (f"{unclean[0]['node']} was elected uncleanly (not in the ISR) at {seconds(unclean[0]['time']):.2f} s"
+            if unclean else None)
+
+
+def _no_rule_evidence(f: _Facts, options: dict[str, Any], durability: dict[str, Any] | None) -> str:
+    """What the story shows when no rule allows the loss: who lost it, and for a node that came
+    back short from an unclean shutdown, that the ELR's bound held."""
+    ev = _lost_elsewhere(f) or "the acknowledged record is gone"
+    if f.restarts and str(options.get("flush_policy", "none")) != "every":
+        r = f.restarts[0]
+        peak = ((durability or {}).get("peak") or {}).get(f.t.key, 0)
+        ev += (f"; {r['node']} came back ({r['reason']}) at {seconds(r['time']):.2f} s with its log ending at {r['to']}, "
+               f"but at most {peak} replica(s) of {f.t.key} lost data at once, within min.insync.replicas-1 = "
+               f"{(durability or {}).get('bound')}: the protocol promises this loss cannot happen")
+    return ev
 
 
 def _lost_elsewhere(f: _Facts) -> str | None:
@@ -536,6 +408,8 @@ def _lost_elsewhere(f: _Facts) -> str | None:
 def _sg_evidence(name: str, f: _Facts) -> str | None:
     """The sign of a safeguard's bug in this story, or None."""
     lost_by, restarts, isr = f.lost_by, f.restarts, (f.ack or {}).get("isr")
+    if name == "clean-election-only":
+        return _unclean_evidence(f)
     if name == "epoch-truncation":
         hw = [x for x in f.truncs if str(x.get("reason", "")).startswith("hwm")]
         return (f"{hw[0]['node']} truncated to its high watermark {hw[0]['to']} ({hw[0]['reason']}), not by leader "
@@ -545,7 +419,7 @@ def _sg_evidence(name: str, f: _Facts) -> str | None:
             return (f"{lost_by['node']} lost the record in an unclean shutdown and was elected leader again "
                     f"(Last Replica Standing)")
         if isr is not None and len(isr) <= 1:
-            return f"the ISR had shrunk to {_names(isr)} when the record was acknowledged"
+            return f"the ISR had shrunk to {names_text(isr)} when the record was acknowledged"
         return None
     if lost_by and lost_by.get("election") in ("clean", None):
         if name == "broker-epoch-check" and any(x["node"] == lost_by["node"] for x in restarts):
@@ -567,109 +441,29 @@ def _sg_text(name: str) -> str:
     return f"Safeguard {name} switched off. Rule: {s.rule} Without it: {s.bug}"
 
 
-# ------------------------------------------------------------------------- text
-def _timeline(t: Target, ack: Ack | None, info: dict[str, Any] | None, story: Story,
-              elections: list[dict[str, Any]], truncs: list[dict[str, Any]], reuses: list[Ack],
-              t0: int, t_end: int) -> list[dict[str, Any]]:
-    items: list[tuple[int, str, str | None, str]] = []  # (time, kind, node, text)
-    if ack is not None and info is not None:
-        who = info["node"] or " or ".join(c["node"] for c in info["candidates"]) or "an unknown node"
-        ep = f" in epoch {info['epoch']}" if info.get("epoch") is not None else ""
-        items.append((ack.time, "ack", info["node"],
-                      f"{who} acknowledged offset {t.offset} (value {ack.value!r}) to process {ack.process}{ep}"))
-    involved = {n for n in [info["node"] if info else None, *(e["node"] for e in elections),
-                            *(x["node"] for x in truncs)] if n}
-    for f in story.faults:
-        if t0 < f["time"] <= t_end:
-            items.append((f["time"], "fault" if set(_nodes_of(f.get("value"))) & involved else "other fault", None,
-                          _fault_text(f)))
-    for e in elections:
-        if e["time"] <= t_end:
-            items.append((e["time"], "election", e["node"], _election_text(t, e)))
-    for x in truncs:
-        if x["time"] <= t_end:
-            items.append((x["time"], "truncation", x["node"], _trunc_text(t, x)))
-    for a in reuses[:3]:
-        items.append((a.time, "reuse", None, f"value {a.value!r} acknowledged at offset {a.offset} to process "
-                                              f"{a.process} (op {a.op})"))
-    rank = {"ack": 0, "truncation": 1, "election": 2, "fault": 2, "reuse": 3, "other fault": 4}
-    kept = sorted(items, key=lambda x: (rank[x[1]], x[0]))[:TIMELINE_MAX]  # the latest of a rank go first
-    return [{"time": _s(tm), "kind": "fault" if k == "other fault" else k, "node": n, "text": s}
-            for tm, k, n, s in sorted(kept, key=lambda x: x[0])]
+def explain_run(run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any]) -> dict[str, Any]:
+    """Why each anomalous offset of a checked run was lost (`explain` over the history and the
+    nodes' event lines, suites/wrack/nodelogs.py); an explanation that fails is noted, never raised."""
+    try:
+        ne = read_node_events(run_dir, dict(test))
+        out = explain(read_events(Path(run_dir) / "history.jsonl"), ne.events, dict(results),
+                      dict(test.get("options") or {}))
+        out["clock"] = ne.clock
+        return out
+    except Exception as e:  # noqa: BLE001 - a missing explanation must not cost the verdict
+        return {"error": f"{type(e).__name__}: {e}", "explained": [], "counts": {}}
 
 
-def _election_text(t: Target, e: dict[str, Any]) -> str:
-    how = {"clean": "a clean election from the ISR", "elr": "from the ELR", "unclean": "an unclean election",
-           "leaderless": "no leader left"}.get(e.get("election") or "", "")
-    if e.get("node") is None:
-        return f"{t.key} has no leader" + (f" ({how})" if how and e.get("election") != "leaderless" else "")
-    s = f"{e['node']} became leader of {t.key}"
-    s += f" in epoch {e['epoch']}" if e.get("epoch") is not None else ""
-    s += f" ({how})" if how else ""
-    fo = e.get("from_offset")
-    if fo is not None and t.offset is not None:
-        s += (f"; its log ended at {fo}, at or below {t.offset}: it never had the record" if fo <= t.offset
-              else f"; its log ended at {fo}, past {t.offset}")
-    return s
-
-
-def _trunc_text(t: Target, x: dict[str, Any]) -> str:
-    if x.get("from_leo") is None:
-        return f"{x['node']} came back ({x['reason']}) with its log ending at {x['to']}: offset {t.offset} gone from it"
-    return (f"{x['node']} truncated its log of {t.key} from {x['from_leo']} to {x['to']} ({x['reason']}): "
-            f"offset {t.offset} gone from it")
-
-
-def _fault_text(f: dict[str, Any]) -> str:
-    v = f.get("value")
-    name = f.get("f", "?")
-    if isinstance(v, dict) and isinstance(v.get("grudge"), dict):
-        cut = "; ".join(f"{k} from {', '.join(map(str, vs))}" for k, vs in sorted(v["grudge"].items()))
-        return f"{name}: {cut}"
-    if isinstance(v, dict) and v.get("story") and v.get("step"):  # a fault story's progress (nemesis/stories.py)
-        return f"{v['story']} story: {v['step']}" + ("" if v.get("ok", True) else " (did not happen)")
-    nodes = _nodes_of(v)
-    return f"{name} {', '.join(nodes)}" if nodes else name
-
-
-def _summary(x: dict[str, Any]) -> str:
-    """One paragraph: what happened to this offset."""
-    parts = [f"Offset {x['offset']} of {x['key']}" + (f" (value {x['value']!r})" if x["value"] is not None else "")
-             + f" ({', '.join(x['anomalies'])})"]
-    a = x["ack"]
-    if a:
-        who = a["node"] or " or ".join(c["node"] for c in a["candidates"]) or "an unknown node"
-        ep = f" in leader epoch {a['epoch']}" if a.get("epoch") is not None else ""
-        isr = f", ISR {_names(a['isr'])}" if a.get("isr") is not None else ""
-        parts.append(f"was acknowledged at {a['time']:.2f} s by {who}{ep}{isr}")
-    else:
-        parts.append("has no acknowledged send in the history")
-    s = " ".join(parts) + "."
-    if x["elected_without"]:
-        e = x["elected_without"]
-        s += f" {e['node']} was then elected leader" + (f" in epoch {e['epoch']}" if e.get("epoch") is not None else "")
-        s += f" at {e['time']:.2f} s without it (log ending at {e['from_offset']})."
-    if x["truncated_by"]:
-        first = {r["node"]: r for r in reversed(x["truncated_by"])}  # each node's first
-        tr = sorted(first.values(), key=lambda r: r["time"])
-        s += " Truncated by " + ", ".join(f"{r['node']} at {r['time']:.2f} s ({r['reason']})" for r in tr) + "."
-    elif x["offset"] is not None:
-        s += " No node log shows it truncated."
-    if x["reused_by"]:
-        r = x["reused_by"][0]
-        s += f" The offset was reused by value {r['value']!r} at {r['time']:.2f} s."
-    matched = [r["name"] for r in x["rules"] if r["matched"]]
-    s += f" Matches: {', '.join(matched)}." if matched else " No rule's sign found in the story."
-    return s
-
-
-def _el_dict(e: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if e is None else {**e, "time": _s(e["time"])}
-
-
-def _names(nodes: list[Any] | None) -> str:
-    return "[" + ", ".join(str(n) for n in nodes or []) + "]"
-
-
-def _s(ns: int) -> float:
-    return round(ns / 1e9, 3)
+def isr_changes(run_dir: Path, test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The controller's ISR changes from the nodes' event lines, on the history's clock, for the
+    loss rules (suites/wrack/lossy.py: they see a replica's spell outside the ISR that the
+    observer's polls miss). None when the logs are missing or their clock is only approximate."""
+    try:
+        ne = read_node_events(run_dir, dict(test))
+    except Exception:  # noqa: BLE001 - without them the observer's events stand alone
+        return []
+    if ne.clock not in ("monotonic", "wall"):
+        return []
+    return [{"time": e["time"], "key": e["tp"], "isr": list(e.get("isr") or []),
+             "elected": e.get("leader") if e.get("election") not in (None, "none") else None} for e in ne.events
+            if e.get("event") == "partition-change" and e.get("time") is not None and e.get("tp")]

@@ -1,4 +1,4 @@
-"""The register workload (etcd): Jepsen's etcd register test, reads, writes and
+"""etcd's register workload: Jepsen's etcd register test, reads, writes and
 compare-and-sets on independent keys, checked for linearizability with the `cas-register`
 model (checkers/linearizable), each key on its own (P-compositionality).
 
@@ -11,7 +11,7 @@ equal shares:
   the compare failed (the value was not `old`: an observation the model checks); `fail`
   with `error` when it provably did not happen for another reason (no observation).
 
-Errors (`workloads.etcd_io`): reads always `fail` (they change nothing); writes and cas
+Errors (suites/etcd/client.py): reads always `fail` (they change nothing); writes and cas
 `fail` only when no connection could be made, else `info`. Each key takes at most
 `ops_per_key` ops, then a fresh key replaces it, so each key's linearizability search stays
 small; `active_keys(threads)` keys are in play at once, so concurrent clients contend on
@@ -21,15 +21,17 @@ the same keys. Each client talks to one member only: the first URL of its `boots
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from checkers.linearizable import check_events
 from contracts.generator import PENDING, Context, Generator, Pending
 from contracts.history import read_events
-from workloads.base import BaseWorkload, WorkloadAnalysis, apply_policy
-from workloads.etcd_io import EtcdError, EtcdIO
+from suites.etcd.client import EtcdError, EtcdIO
+from suites.etcd.options import EtcdOptions
+from workloads.base import BaseWorkload, WorkloadAnalysis, WorkloadOptions
 
 VALUES = 5  # values 0..4
 OPS_PER_KEY = 300
@@ -100,10 +102,25 @@ class RegisterClient:
         self.io.close()
 
 
+@dataclass
+class RegisterOptions(WorkloadOptions):
+    """The workload options and etcd's read mode (suites/etcd/options.py)."""
+
+    etcd_reads: str = EtcdOptions().etcd_reads
+
+
 class RegisterWorkload(BaseWorkload):
     name = "register"
     checker = "linearizable"
     checks_recovery = False
+    opts: RegisterOptions
+
+    def __init__(self, opts: RegisterOptions | None = None):
+        super().__init__(opts or RegisterOptions())
+
+    @classmethod
+    def from_test(cls, options: Mapping[str, Any]) -> RegisterWorkload:
+        return cls(RegisterOptions.from_test(options))
 
     def client(self, thread: int, process: int, bootstrap: str) -> RegisterClient:
         """A client of the first member in `bootstrap` (a comma list of client URLs)."""
@@ -114,9 +131,7 @@ class RegisterWorkload(BaseWorkload):
     def generator(self) -> Generator:
         return RegisterGenerator()
 
-    def analyze(self, history_path: Path, allowed: Sequence[str] = (), time_limit: float | None = None, *,
-                policies: Sequence[str] = ()) -> WorkloadAnalysis:
-        """Linearizability with the `cas-register` model, per key, then the policy (`apply_policy`)."""
-        result = dict(check_events(read_events(history_path), "cas-register", time_limit=time_limit))
-        return WorkloadAnalysis(apply_policy(result, allowed))
+    def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
+        """Linearizability with the `cas-register` model, per key."""
+        return WorkloadAnalysis(dict(check_events(read_events(history_path), "cas-register", time_limit=time_limit)))
 
