@@ -28,9 +28,17 @@ def make(name: str, opts: Any = None) -> Any:
     return getattr(importlib.import_module(mod), cls)(opts)
 
 
-def factories(names: Sequence[str]) -> dict[str, Callable[[Mapping[str, Any]], Any]]:
-    """name -> (test.json-style options -> the workload with `WorkloadOptions.from_test` of them)."""
+def factories(names: Sequence[str], **fixed: Any) -> dict[str, Callable[[Mapping[str, Any]], Any]]:
+    """name -> (test.json-style options -> the workload with `WorkloadOptions.from_test` of them);
+    `fixed` are WorkloadOptions the system sets whatever the test says (e.g. `idempotent=False`
+    for a broker without the idempotent producer)."""
     # lazy: workloads.base imports the Kafka client libraries, which a system listing names need not load
     from workloads.base import WorkloadOptions
 
-    return {n: (lambda options, n=n: make(n, WorkloadOptions.from_test(options))) for n in names}
+    def make_with(n: str, options: Mapping[str, Any]) -> Any:
+        wo = WorkloadOptions.from_test(options)
+        for k, v in fixed.items():
+            setattr(wo, k, v)
+        return make(n, wo)
+
+    return {n: (lambda options, n=n: make_with(n, options)) for n in names}

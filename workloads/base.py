@@ -64,6 +64,7 @@ class WorkloadOptions:
     crash_p: float = 1 / 256  # probability that an op crashes the client (a new process follows)
     send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
     txn_p: float = KAFKA_DEFAULTS.txn_p  # share of `txn` ops among the consuming clients' ops (> 0: transactional)
+    idempotent: bool = True  # acks=all producers are idempotent; a system without it sets False (its factories)
 
     @classmethod
     def from_test(cls, options: Mapping[str, Any]) -> WorkloadOptions:
@@ -138,7 +139,7 @@ class BaseWorkload:
         o = self.opts
         extra = {} if transactional_id is None else {"transactional_id": transactional_id}
         return lambda acks: open_io(o.client, bootstrap, acks=acks, timeout=o.request_timeout,
-                                    client_id=f"p{process}", **extra)
+                                    client_id=f"p{process}", idempotent=o.idempotent, **extra)
 
 
 def key_of(topic: str, partition: int) -> str:

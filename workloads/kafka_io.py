@@ -93,13 +93,14 @@ def _value(raw: bytes | None) -> Any:
         return raw.decode(errors="replace")
 
 
-def producer_delivery(acks: str, timeout_ms: int) -> dict[str, Any]:
+def producer_delivery(acks: str, timeout_ms: int, idempotent: bool = True) -> dict[str, Any]:
     """librdkafka's delivery settings for `acks` (module docstring): acks=all sends are
     idempotent (the broker drops a resent batch it already has) and never time out in the
     client (`message.timeout.ms` 0: a timeout would bump the producer epoch and resend
-    possibly written records under new sequence numbers); other acks make one counted
+    possibly written records under new sequence numbers); other acks, and acks=all when
+    `idempotent` is off (a broker without the idempotent producer), make one counted
     attempt within `timeout_ms`."""
-    if acks == "all":
+    if acks == "all" and idempotent:
         return {"acks": "all", "enable.idempotence": True, "message.timeout.ms": 0}
     return {"acks": str(acks), "enable.idempotence": False, "message.send.max.retries": 0,
             "message.timeout.ms": timeout_ms}
@@ -109,7 +110,7 @@ class ConfluentIO:
     """confluent-kafka (librdkafka)."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 transactional_id: str | None = None):
+                 transactional_id: str | None = None, idempotent: bool = True):
         # lazy: optional client (harness extra), ~30 ms; only --client confluent loads it
         import confluent_kafka as ck
 
@@ -120,7 +121,7 @@ class ConfluentIO:
                   "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                   "topic.metadata.refresh.interval.ms": 2000, "metadata.max.age.ms": 5000,
                   "socket.connection.setup.timeout.ms": ms, "log_level": 0, "logger": LIBRDKAFKA_LOG}
-        self._producer_conf = {**common, **producer_delivery(acks, ms), "linger.ms": 0,
+        self._producer_conf = {**common, **producer_delivery(acks, ms, idempotent), "linger.ms": 0,
                                "max.in.flight.requests.per.connection": 1,
                                "request.timeout.ms": ms, "retry.backoff.ms": 50}
         self._consumer_conf = {**common, "group.id": f"wrack-{client_id}", "enable.auto.commit": False,
@@ -329,7 +330,7 @@ class KafkaPythonIO:
     """kafka-python."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 transactional_id: str | None = None):
+                 transactional_id: str | None = None, idempotent: bool = True):
         if transactional_id is not None:
             raise ValueError("transactions need --client confluent")
         # lazy: optional client (harness extra), ~0.2 s; only --client kafka-python loads it
@@ -443,8 +444,9 @@ class ConfluentSender:
     poller thread serves. The producer's settings are `ConfluentIO`'s (idempotent for acks=all);
     every delivery-report error is indeterminate (module docstring)."""
 
-    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
-        self._io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
+                 idempotent: bool = True):
+        self._io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id, idempotent=idempotent)
         self._ck = self._io._ck
         self.timeout = timeout
         self._producer = self._io.producer
@@ -518,7 +520,8 @@ class ConfluentSender:
 class KafkaPythonSender:
     """kafka-python's producer is thread-safe: one `KafkaPythonIO` serves every sender."""
 
-    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack"):
+    def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
+                 idempotent: bool = True):
         self._io = KafkaPythonIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
 
     def send(self, topic: str, partition: int, value: int) -> int:

@@ -435,7 +435,8 @@ class QueueWorkload(BaseWorkload):
             if self.sender_pool is None:
                 o = self.opts
                 self.sender_pool = SenderPool(lambda acks: open_sender(
-                    o.client, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}"))
+                    o.client, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}",
+                    idempotent=o.idempotent))
             return SendLane(self.sender_pool, self.opts)
         txn_id = f"wrack-txn-t{thread}" if self.opts.txn_p > 0 else None
         return QueueClient(self.io_factory(process, bootstrap, txn_id), self.opts)
