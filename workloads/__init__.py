@@ -13,6 +13,7 @@ from typing import Any
 
 WORKLOADS: dict[str, str] = {
     "queue": "workloads.queue:QueueWorkload",
+    "group": "workloads.group:GroupWorkload",
     "log": "workloads.log:LogWorkload",
     "noop": "workloads.noop:NoopWorkload",
 }
