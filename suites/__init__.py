@@ -16,6 +16,7 @@ from typing import Any
 SYSTEMS: dict[str, str] = {
     "wrack": "suites.wrack",  # the project's Kafka-compatible broker (broker/)
     "etcd": "suites.etcd",  # etcd 3.4 from Debian: a Raft key-value store nobody here wrote
+    "tansu": "suites.tansu",  # Tansu 0.6.0 (cargo): stateless Kafka-compatible brokers on one PostgreSQL
 }
 DEFAULT = "wrack"
 
