@@ -16,118 +16,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.linearizable.models import Model, composite, get_model
-from checkers.linearizable.search import Search, Spec
+from checkers.linearizable.parts import LinOp, Partition
+from checkers.linearizable.plan import Hooks, Plan
+from checkers.linearizable.report import ANOMALY, MAX_LISTED, Analysis, counterexample, describe_op
+from checkers.linearizable.search import Spec
+from checkers.linearizable.window import find_window
 from contracts.errors import InputError
 from contracts.history import validate_event
 from contracts.pairing import Op, pair_ops
 
+__all__ = ["ANOMALY", "MAX_LISTED", "Analysis", "LinOp", "Partition", "analyse", "check_events", "counterexample",
+           "describe_op", "plan_partitions", "prepare_ops"]
+
 DEFAULT_MAX_CONFIGS = 10_000_000
 _FIRST_SLICE = 2_000
 _MAX_SLICE = 100_000
-ANOMALY = "nonlinearizable"
-MAX_LISTED = 100  # ops of a partial linearization listed in the JSON counterexample
-
-
-@dataclass(slots=True)
-class LinOp:
-    """One op of a partition, in the model's encoding, with where it came from."""
-
-    op: Op
-    key: Hashable
-    call: tuple
-    readonly: bool
-    start: float
-    end: float | None  # None: indeterminate (returns at +infinity)
-
-
-@dataclass
-class Partition:
-    """One independently checked sub-history and its outcome.
-
-    `linearization` is a list of (position in `ops`, state after) for a valid partition
-    (the linearization found; indeterminate ops not in it did not take effect) and the
-    longest partial linearization of an invalid one, which `cannot_follow` (a position
-    in `ops`) cannot extend.
-    """
-
-    key: Hashable
-    ops: list[LinOp]
-    valid: bool | str = "unknown"
-    linearization: list[tuple[int, Any]] = field(default_factory=list)
-    cannot_follow: int | None = None
-    failed_in: Any = None  # the state `cannot_follow` is illegal in
-    configs: int = 0
-    moves: int = 0
-
-
-@dataclass
-class Analysis:
-    """The outcome of a check: verdict, partitions, what stopped it."""
-
-    model: Model
-    valid: bool | str
-    partitions: list[Partition]
-    ops: int
-    reason: str = ""
-    seconds: float = 0.0
-    whole: bool = False  # partitioning switched off
-
-    def result(self) -> dict[str, Any]:
-        """docs/ARCHITECTURE.md's result object."""
-        res: dict[str, Any] = {"valid": self.valid, "checker": "linearizable", "model": self.model.name,
-                               "ops": self.ops, "partitions": len(self.partitions),
-                               "configs": sum(p.configs for p in self.partitions),
-                               "anomaly_types": [], "anomalies": {}}
-        if self.valid is False:
-            res["anomaly_types"] = [ANOMALY]
-            res["anomalies"] = {ANOMALY: [counterexample(self.model, p) for p in self.partitions
-                                          if p.valid is False]}
-        elif self.valid != "unknown":
-            pass
-        else:
-            res["reason"] = self.reason
-            res["undecided"] = [_json_key(p.key) for p in self.partitions if p.valid == "unknown"][:100]
-        return res
-
-
-def _json_key(k: Hashable) -> Any:
-    return k if isinstance(k, str | int | float | bool) or k is None else repr(k)
-
-
-def describe_op(model: Model, lop: LinOp) -> dict[str, Any]:
-    """An op for counterexamples: where it is, what it did, how the model reads it."""
-    op = lop.op
-    d: dict[str, Any] = {"process": op.process, "f": op.f, "type": op.type,
-                         "value": op.invoke.get("value"), "index": op.index, "line": op.line}
-    if op.complete is not None:
-        d["result"] = op.complete.get("value")
-        d["ret_index"] = op.complete.get("index")
-    d["op"] = model.describe_call(lop.call)
-    return d
-
-
-def counterexample(model: Model, p: Partition) -> dict[str, Any]:
-    """The JSON counterexample of an invalid partition: the longest partial linearization
-    (its last `MAX_LISTED` ops, each with the state after it), the op that cannot follow
-    it and the state it is illegal in."""
-    lin = []
-    for pos, state in p.linearization:
-        d = describe_op(model, p.ops[pos])
-        d["state"] = model.describe_state(state)
-        lin.append(d)
-    out: dict[str, Any] = {"key": _json_key(p.key), "ops": len(p.ops), "linearized_count": len(lin)}
-    if len(lin) > MAX_LISTED:
-        out["linearized_omitted"] = len(lin) - MAX_LISTED
-        lin = lin[-MAX_LISTED:]
-    out["linearized"] = lin
-    if p.cannot_follow is not None:
-        out["cannot_follow"] = describe_op(model, p.ops[p.cannot_follow])
-        out["state"] = model.describe_state(p.failed_in)
-    return out
 
 
 # --------------------------------------------------------------------------- preparing
@@ -136,11 +42,13 @@ def counterexample(model: Model, p: Partition) -> dict[str, Any]:
 def prepare_ops(ops: Iterable[Op], model: Model, path: str | None = None) -> list[LinOp]:
     """Encode paired ops for `model`; ops that constrain nothing are dropped.
 
-    A value the model cannot read, or a completion before its invocation, raises
-    `InputError` citing the completion's line (the invocation's for ops that never completed).
+    A value the model cannot read, a keyed op ([key, value]) among unkeyed ones or the
+    reverse, or a completion before its invocation, raises `InputError` citing the
+    completion's line (the invocation's for ops that never completed).
     """
     out: list[LinOp] = []
     prep = model.prepare
+    form: tuple[bool, int] | None = None  # (keyed, line) of the first op kept
     for op in ops:
         line = op.ret_line or op.line
         try:
@@ -159,6 +67,12 @@ def prepare_ops(ops: Iterable[Op], model: Model, path: str | None = None) -> lis
                                  f"(line {op.line})", path, line)
         elif p[2]:
             continue  # an indeterminate read-only op constrains nothing
+        if form is None:
+            form = (p[0] is not None, line)
+        elif form[0] != (p[0] is not None):
+            raise InputError(f"{op.f} value {op.invoke.get('value')!r} is {'un' if form[0] else ''}keyed but the op "
+                             f"completed at line {form[1]} is {'' if form[0] else 'un'}keyed ([key, value]): "
+                             f"a history uses one form", path, line)
         out.append(LinOp(op, p[0], p[1], p[2], start, end))
     return out
 
@@ -180,7 +94,18 @@ def partitions_of(lops: list[LinOp], partition: bool) -> list[tuple[Hashable, li
 # --------------------------------------------------------------------------- checking
 
 
-def _search_for(model: Model, key: Hashable, lops: list[LinOp], whole: bool) -> tuple[Partition, Search]:
+def plan_partitions(lops: list[LinOp], model: Model, whole: bool) -> tuple[list[Partition], list[Plan]]:
+    """The partitions of prepared ops (`prepare_ops`), one `Plan` each (one for all when `whole`)."""
+    parts: list[Partition] = []
+    plans: list[Plan] = []
+    for key, group in partitions_of(lops, not whole):
+        p, s = _plan_for(model, key, group, whole)
+        parts.append(p)
+        plans.append(s)
+    return parts, plans
+
+
+def _plan_for(model: Model, key: Hashable, lops: list[LinOp], whole: bool) -> tuple[Partition, Plan]:
     lops.sort(key=lambda lo: (lo.start, lo.op.index))
     calls = [lo.call for lo in lops]
     m = model
@@ -200,10 +125,11 @@ def _search_for(model: Model, key: Hashable, lops: list[LinOp], whole: bool) -> 
         calls = [(g, c) for g, c in zip(groups, calls, strict=True)]
     elif model.abstract is not None:
         calls = model.abstract(calls)
-    spec = Spec(m.init(), m.step, m.target, m.resets, m.stuck, m.blocking)
-    s = Search(calls, [lo.start for lo in lops], [lo.end for lo in lops], [lo.readonly for lo in lops], spec,
-               groups)
-    return Partition(key, lops), s
+    spec = Spec(m.init(), m.step, m.target, m.resets, m.stuck, m.blocking, m.needs)
+    hooks = Hooks(None, None, None) if whole else Hooks(m.needs, m.produces, m.leaves)
+    plan = Plan(spec, calls, [lo.start for lo in lops], [lo.end for lo in lops], [lo.readonly for lo in lops],
+                groups, hooks)
+    return Partition(key, lops), plan
 
 
 def _replay(model: Model, p: Partition, order: list[int]) -> tuple[list[tuple[int, Any]], Any]:
@@ -237,43 +163,33 @@ def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | No
         events = _normalised(events, path)
     lops = prepare_ops(pair_ops(events, path, with_lines=with_lines), m, path)
     whole = not (partition and m.partition)
-    parts: list[Partition] = []
-    searches: list[Search] = []
-    for key, group in partitions_of(lops, not whole):
-        p, s = _search_for(m, key, group, whole)
-        parts.append(p)
-        searches.append(s)
+    parts, plans = plan_partitions(lops, m, whole)
     deadline = None if time_limit is None else t0 + time_limit
     valid: bool | str = True
     reason = ""
-    total = sum(s.memory_units for s in searches)
-    live = list(range(len(searches)))
+    total = sum(s.memory_units for s in plans)
+    live = list(range(len(plans)))
     budget = _FIRST_SLICE
     while live and valid is True:
         still: list[int] = []
         for i in live:
-            s, p = searches[i], parts[i]
+            s, p = plans[i], parts[i]
             before = s.memory_units
             t = time.perf_counter()
             r = s.run(budget)
             t = time.perf_counter() - t
             total += s.memory_units - before
-            p.configs, p.moves = s.configs, s.steps
+            p.configs, p.moves, p.stage = s.configs, s.moves, s.stage
             if r is None:
                 still.append(i)
                 # slices of about 50 ms: partitions take turns, the time limit is checked often
                 budget = max(_FIRST_SLICE // 4, budget // 2) if t > 0.1 else min(budget * 2, _MAX_SLICE)
             elif r:
                 p.valid = True
-                p.linearization, _ = _replay(m, p, [op for op, _ in s.frames(s.final)])
+                p.linearization, _ = _replay(m, p, s.order)
             else:
-                p.valid = False
-                p.linearization, states = _replay(m, p, [op for op, _ in s.frames(s.best)])
-                p.cannot_follow = _cannot_follow(s, s.best)
-                if p.cannot_follow is not None:
-                    k = p.ops[p.cannot_follow].key
-                    p.failed_in = states[k] if k in states else m.init()
-                valid = False
+                p.valid = valid = False
+                _counterexample(m, p, s, whole)
             if valid is True and deadline is not None and time.perf_counter() > deadline:
                 valid, reason = "unknown", f"time limit of {time_limit:g} s reached"
             if valid is True and total > max_configs:
@@ -281,7 +197,27 @@ def analyse(events: Iterable[Any], model: str | Model, *, time_limit: float | No
             if valid is not True:
                 break
         live = still
+    if valid == "unknown":
+        for p, s in zip(parts, plans, strict=True):
+            if p.valid == "unknown":
+                p.frontier = s.frontier()
     return Analysis(m, valid, parts, len(lops), reason, time.perf_counter() - t0, whole)
+
+
+def _counterexample(m: Model, p: Partition, plan: Plan, whole: bool) -> None:
+    """Fill an invalid partition's window, its longest partial linearization and the op
+    that cannot follow it. Without partitioning, states are shown per op's own key (the
+    window then starts at the history's start, every key in its initial state)."""
+    w = find_window(plan)
+    p.window = w
+    lin, p.cannot_follow, p.failed_in = w.linearization, w.op, w.failed_in
+    if whole and plan.groups is not None:
+        w.states = [m.init()]
+        g = plan.groups
+        lin = [(pos, st[g[pos]]) for pos, st in lin]
+        if w.op is not None and isinstance(p.failed_in, tuple):
+            p.failed_in = p.failed_in[g[w.op]]
+    p.linearization = lin
 
 
 def _normalised(events: Iterable[dict[str, Any]], path: str | None) -> Iterator[dict[str, Any]]:
@@ -293,18 +229,6 @@ def _normalised(events: Iterable[dict[str, Any]], path: str | None) -> Iterator[
             ev = dict(ev)  # validate_event fills them in: leave the caller's dict alone
         validate_event(ev, path, pos + 1, pos)
         yield ev
-
-
-def _cannot_follow(s: Search, stack: list[int]) -> int | None:
-    """The determinate op, not in `stack`, that returns first: what the longest partial
-    linearization cannot take."""
-    done = {op for op, _ in s.frames(stack)}
-    best = None
-    for op in range(s.n):
-        r = s.ret_entry[op]
-        if op not in done and r >= 0 and (best is None or r < s.ret_entry[best]):
-            best = op
-    return best
 
 
 def check_events(events: Iterable[dict[str, Any]], model: str | Model, *, time_limit: float | None = None,

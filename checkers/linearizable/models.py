@@ -24,6 +24,11 @@ A `Model` is a small record of pure functions (Porcupine's shape):
   legal. The defaults (every mutating call resets; stuck) are right for any model.
   ``blocking(call)`` (optional) marks non-resetting mutating calls that can be stuck the same
   way (a send at an offset the log has already passed); the checker watches them too.
+- ``needs(call)`` / ``produces(call)`` / ``leaves(call)`` (optional, all three or none; for
+  rule 6 and counterexample windows): the one state a call is legal in (a read of v, a cas
+  v->w that took effect; else None); the one state a call can change the state *to* (None:
+  its step never changes the state); the state a determinate call always leaves (None: it
+  depends). A changed state must equal ``produces(call)``.
 - ``abstract(calls) -> calls`` (optional): rewrites one partition's calls into ones with
   the same verdict that the search handles faster; registers and logs replace every value
   that no op ever observes by `UNSEEN` (an exact abstraction: no read or compare can tell
@@ -68,6 +73,9 @@ class Model:
     stuck: Callable[[State, Call], bool] = lambda state, call: True
     abstract: Callable[[list[Call]], list[Call]] | None = None
     blocking: Callable[[Call], bool] = lambda call: False
+    needs: Callable[[Call], State | None] | None = None
+    produces: Callable[[Call], State | None] | None = None
+    leaves: Callable[[Call], State | None] | None = None
     partition: bool = True
     doc: str = ""
 
@@ -232,6 +240,25 @@ def _register_target(call: Call) -> State | None:
     return call[1] if call[0] == "r" else None
 
 
+def _register_needs(call: Call) -> State | None:
+    return call[1] if call[0] == "r" or call[0] == "c" else None
+
+
+def _register_produces(call: Call) -> State | None:
+    k = call[0]
+    return call[1] if k == "w" or k == "w?" else call[2] if k == "c" or k == "c?" else None
+
+
+def _register_leaves(call: Call) -> State | None:
+    k = call[0]
+    return call[1] if k == "w" else call[2] if k == "c" else None
+
+
+_REGISTER_HOOKS: dict[str, Any] = {"target": _register_target, "abstract": _register_abstract,
+                                   "needs": _register_needs, "produces": _register_produces,
+                                   "leaves": _register_leaves}
+
+
 def _describe_register(call: Call) -> str:
     k = call[0]
     if k == "r":
@@ -252,8 +279,7 @@ REGISTER = Model(
     prepare=lambda op: _prepare_register(op, cas=False),
     describe_call=_describe_register,
     describe_state=_show,
-    target=_register_target,
-    abstract=_register_abstract,
+    **_REGISTER_HOOKS,
     doc="a read/write register starting at nil; ops read, write (value v or [key, v])",
 )
 
@@ -264,8 +290,7 @@ CAS_REGISTER = Model(
     prepare=lambda op: _prepare_register(op, cas=True),
     describe_call=_describe_register,
     describe_state=_show,
-    target=_register_target,
-    abstract=_register_abstract,
+    **_REGISTER_HOOKS,
     doc="a register with compare-and-set starting at nil; ops read, write, cas [old, new] "
         "(keyed: [key, v] and [key, [old, new]]); a failed cas observed value != old",
 )

@@ -7,20 +7,23 @@ as in Lowe's "Testing for linearizability" and Porcupine's ``checkSingle``):
 
 - Entries (calls, and returns of determinate ops) are numbered in time order, calls
   before returns at equal times (closed intervals: ops that touch are concurrent), and
-  kept in doubly linked lists: calls of read-only ops, calls of the other (mutating) ops,
-  and returns. The first return still in its list is the *boundary*: an op may be
-  linearized next iff its call is before the boundary (then it is *pending*). No return
-  left means every determinate op is linearized: the history is linearizable.
+  kept in doubly linked lists: calls of read-only ops, calls of determinate mutating
+  ops, calls of indeterminate ops (one per class, rule 4), and returns. The first return
+  still in its list is the *boundary*: an op may be linearized next iff its call is before
+  the boundary (then it is *pending*). No return left means every determinate op is
+  linearized: the history is linearizable.
 - Linearizing an op unlinks its call and return (O(1), undone in LIFO order on
   backtrack); a configuration already in the cache is never explored twice. The cache is
   one Python set of ``(rel, base, ind, state id)``: determinate ops are numbered in call
   order, every one below ``base`` is linearized and number ``base + i`` is iff bit ``i`` of
   the Python int ``rel`` is set, so that part stays as small as the window of concurrent
-  ops however long the history; indeterminate ops (which may stay unlinearized for good)
-  have their own bitset ``ind``. States are interned; every model step is computed once per (op, state id).
+  ops however long the history; ``ind`` holds, per class of indeterminate ops, how many
+  of them are linearized (a bit field each). States are interned; every model step is
+  computed once per (op, state id).
 
-Pruning rules that keep verdicts exact (each skips only moves or configurations that
-cannot lead to a linearization some other explored move does not reach):
+Pruning rules that keep verdicts exact (docs/checkers-linearizable.md gives each one's
+argument; each skips only moves or configurations that cannot lead to a linearization
+some other explored move does not reach):
 
 1. *Read-only greedy.* If a pending read-only op (one that never changes any state) is
    legal in the current state, linearizing it now is as good as any alternative (move it
@@ -34,17 +37,31 @@ cannot lead to a linearization some other explored move does not reach):
    an append-only future cannot turn "ab" into "ac". log: a written offset never changes.)
    The same holds for determinate mutating ops the model marks ``blocking`` (a log send
    acknowledged at an offset the log has passed), which are watched in their own list.
+   A class of resetting indeterminate ops counts through its first op not linearized.
 3. *Indeterminate no-ops.* An indeterminate op never has to be linearized (it may not have
    happened), so linearizing one whose step leaves the state unchanged leads to a
    configuration dominated by the current one; that move is skipped. The search succeeds
    when every *determinate* op is linearized.
-4. *Twins.* Indeterminate ops with the same call are interchangeable: they are linearized
-   in the order of their invocations.
+4. *Classes.* Indeterminate ops with the same call are interchangeable: they are linearized
+   in the order of their invocations, so a class is one list entry (its first op not
+   linearized yet, at that op's call) and a count in ``ind``.
+5. *Relaxed search* (``relaxed=True``): a class stays pending once linearized and can be
+   linearized any number of times, without counts. Every real linearization is a relaxed
+   one, so a relaxed search that fails proves the partition has none; a relaxed
+   linearization is accepted only if the history has enough ops of each class invoked in
+   time (`_witness`), else it counts in ``rejected`` and the search goes on (then its
+   failure proves nothing). Only for models whose indeterminate ops reach finitely many
+   states (the caller's business: `plan.Plan`).
 
 Move order (a heuristic; it decides how soon a linearizable history is recognised, never
 the verdict): after the greedy reads, the op that returns first (if it is legal now: that
-keeps the other ops pending, Lowe's just-in-time idea), then the pending mutating ops in
-call order (Porcupine's order).
+keeps the other ops pending, Lowe's just-in-time idea), then, when the model names the one
+state that op needs (``Spec.needs``, ``directed=True``), the pending mutating ops that make
+that state, then the other pending mutating ops, each in call order (Porcupine's order).
+
+`horizon`: the latest entry a dead end depended on (a boundary no move passed, a stuck
+op's return). When the search fails, so does the history cut at the time of that entry
+(the counterexample window's end, `window.py`).
 
 Bounded memory: `memory_units` counts cached configurations, states and steps; the caller
 stops the search (verdict "unknown") when the total passes its cap. The search runs in slices of about
@@ -57,6 +74,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from checkers.linearizable.classes import bit_positions, classes, witness
 
 State = Hashable
 
@@ -71,6 +90,7 @@ class Spec:
     resets: Callable[[Any], bool] = lambda call: True
     stuck: Callable[[State, Any], bool] = lambda state, call: True
     blocking: Callable[[Any], bool] = lambda call: False
+    needs: Callable[[Any], State | None] | None = None
 
 
 class Search:
@@ -85,9 +105,19 @@ class Search:
     """
 
     def __init__(self, calls: Sequence[Any], starts: Sequence[float], ends: Sequence[float | None],
-                 readonly: Sequence[bool], spec: Spec, groups: Sequence[int] | None = None):
+                 readonly: Sequence[bool], spec: Spec, groups: Sequence[int] | None = None,
+                 relaxed: bool = False, directed: bool = True):
         n = len(calls)
         self.n = n
+        # rule 4: indeterminate ops with the same call are one class, its first op standing for
+        # all (`rep`), which stays pending once linearized; `members[rep]`: their call times
+        self.relaxed = relaxed  # rule 5: classes used at will, no counts
+        self.ends = list(ends)
+        self.rep, self.members = classes(calls, starts, ends)
+        self.mcall = {r: [starts[o] for o in ops] for r, ops in self.members.items()}
+        self.keep = [relaxed and self.rep[i] == i for i in range(n)]
+        self.rejected = 0  # relaxed linearizations found that no real one matches
+        self.horizon = -1  # the latest entry a dead end of the search depended on
         self.calls = list(calls)
         self.spec = spec
         self._step_fn = spec.step
@@ -106,12 +136,20 @@ class Search:
         m = len(ents)
         # list heads m..m+2; list ends m+3.. (the returns' end is the smallest, so a scan
         # bounded by the boundary never walks past another list's end)
-        self.H_RET, self.H_RO, self.H_MUT = m, m + 1, m + 2
-        self.E_RET, self.E_RO, self.E_MUT = m + 4, m + 5, m + 6
+        self.H_RET, self.H_RO, self.H_MUT, self.H_IND = m, m + 1, m + 2, m + 3
+        self.E_RET, self.E_RO, self.E_MUT, self.E_IND = m + 4, m + 5, m + 6, m + 7
+        rep = self.rep
+        # lists: returns, read-only calls, determinate mutating calls, and per class of
+        # indeterminate ops the call of its first op not linearized yet (relaxed: its first op)
         self.nxt, self.prv = self._link(m + 8, ents, lambda kind, i: self.H_RET if kind else (
-            self.H_RO if readonly[i] else self.H_MUT))
-        self.resets = resets = [not readonly[i] and spec.resets(calls[i]) for i in range(n)]
-        self._reset_lists(ents, readonly, list(groups) if groups is not None else [0] * n)
+            self.H_RO if readonly[i] else self.H_MUT if rep[i] < 0 else self.H_IND if rep[i] == i else -1))
+        self._class_fields()
+        grp = list(groups) if groups is not None else [0] * n
+        self.grp = grp
+        self.resets = resets = [not readonly[i] and spec.resets(calls[i]) and rep[i] < 0 for i in range(n)]
+        self.ires = [rep[i] >= 0 and not readonly[i] and spec.resets(calls[i]) for i in range(n)]
+        self.has_ires = any(self.ires)
+        self._reset_lists(ents, readonly, grp)
         # rule 2 for mutating ops: determinate, non-resetting ops the model says may block
         # for good (a send at an offset the log has passed), watched at every configuration
         self.watched = [ends[i] is not None and not readonly[i] and not resets[i] and spec.blocking(calls[i])
@@ -120,15 +158,8 @@ class Search:
         self.wnxt, self.wprv = self._watch_list(ents)
         self.indet = [e is None for e in ends]
         self.ro = list(readonly)
-        # read-only ops legal in one known state: that state's id; -2: ask the model
-        self.tsid = tsid = [-2] * n
-        for i in range(n):
-            if readonly[i]:
-                t = spec.target(calls[i])
-                if t is not None:
-                    tsid[i] = self._intern(t)
-        self.pos = pos = _bit_positions(ends)
-        self.twin = [pos[j] if j >= 0 else -1 for j in _twins(self.calls, starts, ends)]  # the twin's bit in `ind`
+        self._targets(directed)
+        self.pos = bit_positions(ends)
         # search state
         self.base = self.rel = self.ind = self.sid = 0
         self.stack: list[int] = []  # (op frame, state id, base, rel, ind) before each move, flat
@@ -136,6 +167,36 @@ class Search:
         self.common = 0  # best[:common] == stack[:common] (so a new best copies only the rest)
         self.result: bool | None = None
         self.final: list[int] = []  # the stack of the linearization found
+
+    def _class_fields(self) -> None:
+        """Rule 4, exact mode: `nextm` (an op -> the next op of its class) and `shift` (a class's
+        first op -> where its count of linearized ops starts in `ind`)."""
+        self.nextm = [-1] * self.n
+        self.shift = [0] * self.n
+        at = 0
+        for r, ops in self.members.items():
+            if not self.relaxed:
+                for a, b in zip(ops, ops[1:], strict=False):
+                    self.nextm[a] = b
+            self.shift[r] = at
+            at += len(ops).bit_length()
+
+    def _targets(self, directed: bool) -> None:
+        """`tsid`: per read-only op legal in one known state, that state's id (-2: ask the
+        model); `nsid` (the directed move order): the one state any determinate op needs."""
+        calls, spec, n = self.calls, self.spec, self.n
+        self.tsid = tsid = [-2] * n
+        for i in range(n):
+            if self.ro[i]:
+                t = spec.target(calls[i])
+                if t is not None:
+                    tsid[i] = self._intern(t)
+        self.nsid = nsid = list(tsid) if directed else [-2] * n
+        if spec.needs is not None and directed:
+            for i in range(n):
+                t = spec.needs(calls[i]) if self.ends[i] is not None else None
+                if t is not None:
+                    nsid[i] = self._intern(t)
 
     def _entries(self, starts: Sequence[float], ends: Sequence[float | None]) -> list[tuple[Any, int, int]]:
         """The entries (time, 0 call / 1 return, op) in time order, calls first on ties; sets
@@ -159,7 +220,8 @@ class Search:
         its group's head `rhead`). When there is one group and every mutating op resets, that
         is the list of mutating calls itself (`sep_rs` False)."""
         n, m, resets, call_entry = self.n, len(ents), self.resets, self.call_entry
-        self.sep_rs = max(grp, default=0) > 0 or not all(resets[i] or readonly[i] for i in range(n))
+        self.sep_rs = max(grp, default=0) > 0 or not all(resets[i] or readonly[i] or self.rep[i] >= 0
+                                                          for i in range(n))
         if not self.sep_rs:
             self.rnxt, self.rprv = self.nxt, self.prv
             self.rhead = [self.H_MUT] * n
@@ -201,12 +263,14 @@ class Search:
         """`nxt`/`prv` arrays threading each entry into the list `head_of(kind, op)`."""
         nxt = [0] * size
         prv = [0] * size
-        heads = (self.H_RET, self.H_RO, self.H_MUT)
-        ends = (self.E_RET, self.E_RO, self.E_MUT)
+        heads = (self.H_RET, self.H_RO, self.H_MUT, self.H_IND)
+        ends = (self.E_RET, self.E_RO, self.E_MUT, self.E_IND)
         tails = {h: h for h in heads}
         for _, kind, i in ents:
             idx = self.call_entry[i] if kind == 0 else self.ret_entry[i]
             h = head_of(kind, i)
+            if h < 0:
+                continue  # an op of a class other than its first
             t = tails[h]
             nxt[t] = idx
             prv[idx] = t
@@ -230,7 +294,7 @@ class Search:
     def frames(self, stack: list[int]) -> list[tuple[int, int]]:
         """(op, state id before it) for each frame of a search stack (`best`, `final`)."""
         n = self.n
-        return [(~x if x < 0 else x - n if x >= n else x, stack[j + 1]) for j, x in
+        return [(~x if x < 0 else x % n, stack[j + 1]) for j, x in
                 zip(range(0, len(stack), 5), stack[0::5], strict=True)]
 
     # ------------------------------------------------------------------ model steps
@@ -275,13 +339,16 @@ class Search:
             return self.result
         nxt, prv, rnxt, rprv, wnxt, wprv = self.nxt, self.prv, self.rnxt, self.rprv, self.wnxt, self.wprv
         op_of, call_entry, ret_entry, pos, n = self.op_of, self.call_entry, self.ret_entry, self.pos, self.n
-        trans, tr_fn, tsid, ro, indet, twin = self.trans, self._trans, self.tsid, self.ro, self.indet, self.twin
+        trans, tr_fn, tsid, ro, indet = self.trans, self._trans, self.tsid, self.ro, self.indet
+        shift, rep, nextm, has_ires, ind_first = self.shift, self.rep, self.nextm, self.has_ires, self._ind_resets_before
+        nsid, n2 = self.nsid, 2 * self.n
         resets, sep_rs, rhead, watched, has_watch = self.resets, self.sep_rs, self.rhead, self.watched, self.has_watch
-        H_RET, H_RO, H_MUT, E_RET, W_HEAD = self.H_RET, self.H_RO, self.H_MUT, self.E_RET, len(op_of)
-        seen, stack = self.seen, self.stack
+        H_RET, H_RO, H_MUT, H_IND, E_RET = self.H_RET, self.H_RO, self.H_MUT, self.H_IND, self.E_RET
+        W_HEAD = len(op_of)
+        seen, stack, relaxed, keep, horizon = self.seen, self.stack, self.relaxed, self.keep, self.horizon
         seen_add, push, pop = seen.add, stack.append, stack.pop
         # the linearized set: determinate ops numbered below `base`, and number base + i iff bit i
-        # of `rel`; indeterminate op number i iff bit i of `ind`
+        # of `rel`; per class of indeterminate ops, how many, in a bit field of `ind`
         base, rel, ind, sid = self.base, self.rel, self.ind, self.sid
         best, best_stack, common = len(self.best), self.best, self.common
         moves = 0
@@ -290,8 +357,10 @@ class Search:
             # ---- a fresh configuration (base, rel, ind, sid)
             b = nxt[H_RET]
             if b == E_RET:
-                result = True
-                break
+                if not relaxed or self._witness():
+                    result = True
+                    break
+                b = E_RET - 1  # a relaxed linearization no real one matches: a dead end
             if moves >= budget:
                 break
             moves += 1
@@ -300,7 +369,7 @@ class Search:
                 common = best = len(stack)
             # 1. greedy reads; 2. stuck reads
             e = nxt[H_RO]
-            dead = False
+            dead = b == E_RET - 1
             while e < b:
                 op = op_of[e]
                 t = tsid[op]
@@ -313,8 +382,10 @@ class Search:
                         ns = tr_fn(op, sid)
                     if ns >= 0:
                         break
-                    if ns == -3 and rnxt[rhead[op]] > ret_entry[op]:
+                    if ns == -3 and rnxt[rhead[op]] > ret_entry[op] and not (has_ires and ind_first(op)):
                         dead = True
+                        if ret_entry[op] > horizon:
+                            horizon = ret_entry[op]
                         break
                 e = nxt[e]
             if not dead and has_watch and not e < b:
@@ -325,19 +396,24 @@ class Search:
                     ns = trans[op].get(sid)
                     if ns is None:
                         ns = tr_fn(op, sid)
-                    if ns == -3 and rnxt[rhead[op]] > ret_entry[op]:
+                    if ns == -3 and rnxt[rhead[op]] > ret_entry[op] and not (has_ires and ind_first(op)):
                         dead = True
+                        if ret_entry[op] > horizon:
+                            horizon = ret_entry[op]
                         break
                     w = wnxt[w]
-            # the first move to try, if any (`first`): op to state ns, pushed as frame x
+            # the first move to try, if any (`first`): op to state ns, pushed as frame x; then
+            # the pending mutating ops in call order: determinate (from e) and classes (from f)
             if dead:
-                first, e = False, b
+                first, e, f, phase, want = False, b, b, 2, -2
             elif e < b:
-                first, x, ns = True, ~op, sid  # the legal read: the only move from here
+                first, x, ns, f, phase, want = True, ~op, sid, b, 2, -2  # the legal read: the only move
             else:
                 # 3. the op that returns first, if legal here, before the others: it keeps
                 # the others pending, which usually finds a linearization sooner
-                first, e, op = False, nxt[H_MUT], op_of[b]
+                first, e, f, op = False, nxt[H_MUT], nxt[H_IND], op_of[b]
+                want = nsid[op]
+                phase = 1 if want >= 0 else 2
                 if not ro[op]:
                     ns = trans[op].get(sid)
                     if ns is None:
@@ -346,21 +422,28 @@ class Search:
             while True:
                 if first:
                     first = False
-                elif e < b:
-                    # 4. the pending mutating ops in call order, from e
-                    op = op_of[e]
-                    e = nxt[e]
-                    j = twin[op]
-                    if j >= 0 and not (ind >> j) & 1:
-                        continue  # rule 4: its twin first
+                elif e < b or f < b:
+                    # 4. the pending mutating ops in call order: first those that make the
+                    # state the op returning first needs (phase 1), then the others
+                    if e < f:
+                        op = op_of[e]
+                        e = nxt[e]
+                    else:
+                        op = op_of[f]
+                        f = nxt[f]
                     ns = trans[op].get(sid)
                     if ns is None:
                         ns = tr_fn(op, sid)
-                    if ns < 0 or (ns == sid and indet[op]):
+                    if ns < 0 or (ns == sid and indet[op]) or (ns == want) != (phase == 1):
                         continue
-                    x = op
+                    x = op if phase == 2 else op + n2
+                elif phase == 1:
+                    phase, e, f = 2, nxt[H_MUT], nxt[H_IND]
+                    continue
                 else:
                     # none left: backtrack; read-only moves were forced, so keep undoing
+                    if b > horizon:
+                        horizon = b
                     while True:
                         if not stack:
                             result = False
@@ -372,26 +455,44 @@ class Search:
                         x = pop()
                         if len(stack) < common:
                             common = len(stack)
-                        op = ~x if x < 0 else x - n if x >= n else x
+                        op = ~x if x < 0 else x if x < n else x - n if x < n2 else x - n2
                         r = ret_entry[op]
                         if r >= 0:
                             nxt[prv[r]] = prv[nxt[r]] = r
+                        j = nextm[op]
+                        if j >= 0:  # the next op of the class leaves the list again
+                            cj = call_entry[j]
+                            nxt[prv[cj]] = nxt[cj]
+                            prv[nxt[cj]] = prv[cj]
                         ce = call_entry[op]
-                        nxt[prv[ce]] = prv[nxt[ce]] = ce
+                        if not keep[op]:
+                            nxt[prv[ce]] = prv[nxt[ce]] = ce
                         if x >= 0:
                             if sep_rs and resets[op]:
                                 rnxt[rprv[ce]] = rprv[rnxt[ce]] = ce
                             if watched[op]:
                                 wnxt[wprv[ce]] = wprv[wnxt[ce]] = ce
-                            e = nxt[ce] if x < n else nxt[H_MUT]
                             b = nxt[H_RET]
+                            want = nsid[op_of[b]]
+                            phase = 1 if x >= n2 or (n <= x and want >= 0) else 2
+                            if n <= x < n2:
+                                e, f = nxt[H_MUT], nxt[H_IND]
+                            elif indet[op]:
+                                e, f = nxt[H_MUT], nxt[ce]
+                                while e < ce:
+                                    e = nxt[e]
+                            else:
+                                e, f = nxt[ce], nxt[H_IND]
+                                while f < ce:
+                                    f = nxt[f]
                             break
                     if result is not None:
                         break
                     continue
                 # ---- the move: linearize op (state sid -> ns) unless its configuration was seen
                 if indet[op]:
-                    nrel, nbase, nind = rel, base, ind | (1 << pos[op])
+                    nrel, nbase = rel, base
+                    nind = ind if relaxed else ind + (1 << shift[rep[op]])
                 else:
                     nind = ind
                     d = pos[op] - base
@@ -409,9 +510,21 @@ class Search:
                     continue
                 seen_add(key)
                 ce = call_entry[op]
-                pe, ne = prv[ce], nxt[ce]
-                nxt[pe] = ne
-                prv[ne] = pe
+                if not keep[op]:
+                    pe, ne = prv[ce], nxt[ce]
+                    nxt[pe] = ne
+                    prv[ne] = pe
+                    j = nextm[op]
+                    if j >= 0:  # rule 4: the class's next op takes its place, at its own call
+                        cj = call_entry[j]
+                        pe = H_IND
+                        while nxt[pe] < cj:
+                            pe = nxt[pe]
+                        ne = nxt[pe]
+                        nxt[pe] = cj
+                        prv[cj] = pe
+                        nxt[cj] = ne
+                        prv[ne] = cj
                 r = ret_entry[op]
                 if r >= 0:
                     pe, ne = prv[r], nxt[r]
@@ -434,7 +547,29 @@ class Search:
                 break
             if result is not None:
                 break
+        self.horizon = horizon
         return self._pause(base, rel, ind, sid, common, moves, result)
+
+    def _ind_resets_before(self, op: int) -> bool:
+        """Rule 2 for classes of indeterminate ops: one that resets, in `op`'s group, has an op
+        not linearized yet invoked before `op` returns."""
+        nxt, op_of, ires, grp = self.nxt, self.op_of, self.ires, self.grp
+        lim, g = self.ret_entry[op], grp[op]
+        f = nxt[self.H_IND]
+        while f < lim:
+            o = op_of[f]
+            if ires[o] and grp[o] == g:
+                return True
+            f = nxt[f]
+        return False
+
+    def _witness(self) -> bool:
+        """Rule 5: does the relaxed linearization on the stack match a real one (`classes.witness`)?
+        Counts a rejection when it does not."""
+        if witness([op for op, _ in self.frames(self.stack)], self.ends, self.mcall):
+            return True
+        self.rejected += 1
+        return False
 
     def _pause(self, base: int, rel: int, ind: int, sid: int, common: int, moves: int,
                result: bool | None) -> bool | None:
@@ -446,30 +581,3 @@ class Search:
             self.final = self.stack[:]
         self.result = result
         return result
-
-
-def _twins(calls: list[Any], starts: Sequence[float], ends: Sequence[float | None]) -> list[int]:
-    """Rule 4, per op: the previous indeterminate op with the same call, to be linearized first
-    (-1: none). Ops are numbered in call order, so a twin has a smaller number."""
-    twin = [-1] * len(calls)
-    last: dict[Any, int] = {}
-    for i in sorted(range(len(calls)), key=lambda i: starts[i]):
-        if ends[i] is None:
-            c = calls[i]
-            if c in last:
-                twin[i] = last[c]
-            last[c] = i
-    return twin
-
-
-def _bit_positions(ends: Sequence[float | None]) -> list[int]:
-    """Per op, its bit: determinate ops in call order (for base/rel), indeterminate ops
-    apart (ind). Ops are numbered in call order."""
-    pos = [0] * len(ends)
-    nd = ni = 0
-    for i, end in enumerate(ends):
-        if end is None:
-            pos[i], ni = ni, ni + 1
-        else:
-            pos[i], nd = nd, nd + 1
-    return pos

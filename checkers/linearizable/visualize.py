@@ -2,10 +2,11 @@
 
 Per partition (failing ones first): an SVG timeline with one row per process and one bar
 per op from its invocation to its completion (indeterminate ops run to the right edge,
-dashed), the linearization drawn as numbered points joined by a line (the full one for a
-valid partition, the longest partial one for an invalid partition), and the op that
+dashed), the linearization drawn as numbered points joined by a line, and the op that
 cannot follow it in red; then a table of the linearization with the model state after
-each op. Times are compressed to their rank, as Porcupine does, so bursts stay readable.
+each op. A valid partition shows its linearization; an invalid one only its counterexample
+window (`window.py`): the ops of the window, its first states, a summary of the ops carried
+into it from before, and the longest partial linearization of the window found. Times are compressed to their rank, as Porcupine does, so bursts stay readable.
 Every value is HTML-escaped; hovering a bar shows the op's details.
 """
 
@@ -16,9 +17,11 @@ import os
 from typing import Any
 
 from checkers.linearizable.check import Analysis, Partition
+from checkers.linearizable.report import rule6_text
 
 MAX_PARTITIONS = 30
 MAX_OPS = 2500
+_KINDS = 12  # kinds of ops carried into a window listed
 _ROW = 30
 _BAR = 20
 _STEP = 14
@@ -90,12 +93,48 @@ def _partition(a: Analysis, p: Partition, open_: bool) -> str:
     key = "" if p.key is None else f"key {p.key!r}: "
     head = (f"<details{' open' if open_ else ''}><summary>{_e(key)}{len(p.ops)} ops, "
             f"<span class=\"v-{str(p.valid).lower()}\">{status}</span></summary>")
-    ops = p.ops[:MAX_OPS]
+    if p.window is not None:
+        shown = p.window.ops[:MAX_OPS]
+        return head + _window_note(a, p) + _timeline(a, p, shown) + _table(a, p) + "</details>"
+    shown = list(range(min(len(p.ops), MAX_OPS)))
     note = f"<p>Only the first {MAX_OPS} ops are drawn.</p>" if len(p.ops) > MAX_OPS else ""
-    return head + note + _timeline(a, p, ops) + _table(a, p) + "</details>"
+    return head + note + _timeline(a, p, shown) + _table(a, p) + "</details>"
 
 
-def _timeline(a: Analysis, p: Partition, ops: list) -> str:
+def _window_note(a: Analysis, p: Partition) -> str:
+    """What the counterexample window is: where, its first states, the ops carried into it."""
+    w = p.window
+    assert w is not None
+    m = a.model
+    lines = [p.ops[i].op.line for i in w.ops]
+    where = "from the start of the history" if w.start is None else \
+        f"from line {min(lines)}" if lines else "from its start"
+    ends = [p.ops[i].op.ret_line for i in w.ops if p.ops[i].end == w.end]
+    to = f" to line {ends[0]}" if ends else ""
+    states = ", ".join(m.describe_state(st) for st in w.states)
+    out = [f"<p><b>Counterexample window</b> {where}{to}: {len(w.ops)} ops that no order can linearize "
+           f"(found by {_e(w.reason)}), starting in any of the states {_e(states)} "
+           f"(the initial one, or one an earlier op can have made).</p>"]
+    why = rule6_text(m, p)
+    if why:
+        out.append(f"<p>Rule 6: {_e(why)}.</p>")
+    if len(w.ops) > MAX_OPS:
+        out.append(f"<p>Only its first {MAX_OPS} ops are drawn.</p>")
+    if w.carried:
+        kinds: dict[str, int] = {}
+        for i in w.carried:
+            d = m.describe_call(p.ops[i].call).removesuffix(" (indeterminate)")
+            kinds[d] = kinds.get(d, 0) + 1
+        top = sorted(kinds.items(), key=lambda kv: -kv[1])
+        listed = ", ".join(f"{_e(d)} &times;{c}" for d, c in top[:_KINDS])
+        more = f" and {len(top) - _KINDS} other kinds" if len(top) > _KINDS else ""
+        out.append(f"<p>{len(w.carried)} ops invoked before the window may still take effect in it, or not "
+                   f"(not drawn): {listed}{more}.</p>")
+    return "".join(out)
+
+
+def _timeline(a: Analysis, p: Partition, shown: list[int]) -> str:
+    ops = [p.ops[i] for i in shown]
     times = sorted({lo.start for lo in ops} | {lo.end for lo in ops if lo.end is not None})
     rank = {t: i for i, t in enumerate(times)}
     step = min(120.0, max(float(_STEP), 1100.0 / max(1, len(times))))
@@ -111,10 +150,10 @@ def _timeline(a: Analysis, p: Partition, ops: list) -> str:
 
     def x_of(lo: Any) -> tuple[float, float]:
         x0 = _LEFT + rank[lo.start] * step
-        x1 = _LEFT + rank[lo.end] * step if lo.end is not None else xmax
+        x1 = _LEFT + rank[lo.end] * step if lo.end is not None and lo.end in rank else xmax
         return x0, max(x1, x0 + 4)
 
-    for pos, lo in enumerate(ops):
+    for pos, lo in zip(shown, ops, strict=True):
         x0, x1 = x_of(lo)
         y = row[lo.op.process] * _ROW + 8
         cls = "bad" if pos == p.cannot_follow else "lin" if pos in order else "indet" if lo.end is None else "rest"
@@ -132,13 +171,15 @@ def _timeline(a: Analysis, p: Partition, ops: list) -> str:
     # the linearization: points in order, each inside its op's interval
     pts = []
     last = 0.0
+    at = {pos: lo for pos, lo in zip(shown, ops, strict=True)}
     for k, (pos, _) in enumerate(p.linearization):
-        if pos >= len(ops):
-            break
-        x0, x1 = x_of(ops[pos])
+        lo = at.get(pos)
+        if lo is None:
+            continue  # not drawn (beyond the first ops, or carried into the window)
+        x0, x1 = x_of(lo)
         x = min(max(last + 2, x0 + 3), x1 - 2)
         last = x
-        y = row[ops[pos].op.process] * _ROW + 8 + _BAR / 2
+        y = row[lo.op.process] * _ROW + 8 + _BAR / 2
         pts.append((x, y, k))
     if pts:
         svg.append("<polyline class=\"path\" points=\"" + " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in pts) + "\"/>")
@@ -152,7 +193,8 @@ def _table(a: Analysis, p: Partition) -> str:
     m = a.model
     if not p.linearization and p.cannot_follow is None:
         return ""
-    what = "Linearization" if p.valid is True else "Longest partial linearization"
+    what = "Linearization" if p.valid is True else \
+        "Longest partial linearization of the window" if p.window is not None else "Longest partial linearization"
     rows = [f"<p>{what} ({len(p.linearization)} ops"
             + ("; indeterminate ops not listed did not take effect" if p.valid is True else "") + ")</p>",
             "<table><tr><th>#</th><th>process</th><th>op</th><th>line</th><th>state after</th></tr>"]

@@ -52,9 +52,11 @@ def test_exit_codes_valid_invalid(tmp_path):
     res = json.loads(r.stdout)
     assert res["valid"] is False and res["anomaly_types"] == ["nonlinearizable"]
     ce = res["anomalies"]["nonlinearizable"][0]
-    assert [x["op"] for x in ce["linearized"]] == ["write 1"]
+    # the window: the read alone (no op ever wrote 2), decided without a search
+    w = ce["window"]
+    assert (w["from"]["line"], w["to"]["line"], w["ops"], w["decided_by"]) == (3, 4, 1, "rule 6")
+    assert [x["op"] for x in w["listed"]] == ["read 2"] and ce["linearized"] == []
     assert ce["cannot_follow"]["op"] == "read 2" and ce["cannot_follow"]["line"] == 3
-    assert ce["state"] == "1"
 
 
 def test_several_files_one_json_line_each(tmp_path):
