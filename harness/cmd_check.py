@@ -19,6 +19,9 @@ from typing import Any
 
 from checkers.queue.policy import POLICIES
 from contracts.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from contracts.options import GeneralOptions
+
+CHECKER_TIME_LIMIT = GeneralOptions().checker_time_limit  # `wrack test`'s default
 
 CHECKERS: dict[str, str] = {
     "linearizable": "checkers.linearizable.cli",
@@ -31,8 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("files", nargs="+", metavar="FILE", help="history files")
     p.add_argument("--checker", choices=sorted(CHECKERS), default="linearizable", help="which checker")
     p.add_argument("--json", action="store_true", help="compact JSON (one line per file)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="give up after S seconds per file: the verdict is then 'unknown'")
+    p.add_argument("--time-limit", type=float, default=CHECKER_TIME_LIMIT, metavar="S",
+                   help="give up after S seconds per file: the verdict is then 'unknown', saying how far "
+                        f"the check got (default {CHECKER_TIME_LIMIT:g}, as `wrack test`'s "
+                        "--checker-time-limit)")
     lin = p.add_argument_group("linearizable")
     lin.add_argument("--model", default="cas-register",
                      help="register, cas-register, kv or log (default cas-register)")
