@@ -126,7 +126,7 @@ class TansuDB(ServiceDB):
     # ------------------------------------------------------------------ lifecycle
     def start(self, node: Node, env: Mapping[str, str] | None = None) -> int:
         if not self.is_database(node):
-            return super().start(node, {"RUST_LOG": self.config.rust_log, **(env or {})})
+            return super().start(node, {"RUST_LOG": self.config.rust_log, "NO_COLOR": "1", **(env or {})})
         pf = self.pidfile(node)
         if node.daemon_running(pf):
             return node.daemon_pid(pf) or 0

@@ -22,6 +22,11 @@ from workloads.options import KafkaClientOptions
 SETTING = re.compile(r"([a-z_][a-z0-9_.]*)=(.*)")
 
 
+def setting_list(v: str | list[str]) -> list[str]:
+    """One `--postgres-setting` (its value may hold commas) or a list of them (test.json, campaigns)."""
+    return [v] if isinstance(v, str) else [str(x) for x in v]
+
+
 @dataclass
 class TansuOptions:
     """Tansu on PostgreSQL (--db tansu)."""
@@ -30,7 +35,7 @@ class TansuOptions:
                                          "cargo package on first use, cached under ~/.cache/wrack/tansu/0.6.0)",
                                    metavar="PATH")
     postgres_settings: list[str] = opt(
-        factory=list, flag="--postgres-setting", repeat=True, metavar="KEY=VALUE", parse=lambda s: [s],
+        factory=list, flag="--postgres-setting", repeat=True, metavar="KEY=VALUE", parse=setting_list,
         help="a postgresql.conf setting of the database node (repeatable; e.g. synchronous_commit=off)")
     tansu_log: str = opt("warn", "the brokers' RUST_LOG filter")
 
