@@ -2,9 +2,9 @@
 
 `render_report(data)` is a pure function from a run's loaded contents to HTML:
 verdict first (with the time to the first anomaly), then the configuration, the anomalies
-with their explanations and the ops involved, why each anomalous offset was lost
-(results.json `explanations`, templates/explanations.html.j2), the plots (embedded PNGs), the timeline, per-node logs, and the
-expected-anomaly policy that was applied. Everything is autoescaped: payload values from
+with their explanations and the ops involved, the system under test's own sections
+(`SystemUnderTest.report_sections`, e.g. why each anomalous offset was lost), the plots
+(embedded PNGs), the timeline, per-node logs, and the loss rules that were applied. Everything is autoescaped: payload values from
 the history stay text, never markup. No external resource is referenced (no CDN, no file
 links needed to render).
 
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import suites
 from checkers.timeline import fragment_from_page
 from contracts.errors import InputError
 from contracts.history import fault_windows, read_events
@@ -59,6 +60,7 @@ class RunData:
     nemesis_errors: list[dict[str, Any]] = field(default_factory=list)  # failed fault actions, heal errors
     ops: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # op index -> its events
     counterexample: str | None = None  # the linearizability counterexample's page, relative to the run
+    system_sections: list[str] = field(default_factory=list)  # the system's own sections (trusted markup)
 
 
 def verdict_word(valid: Any) -> str:
@@ -94,7 +96,18 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     cx = "plots/linearizability.html"
     return RunData(test=test, results=results, plots=plots, timeline_fragment=timeline, logs=logs,
                    run_dir=str(d), faults=faults, nemesis_errors=nem_errors, ops=ops,
-                   counterexample=cx if (d / cx).is_file() else None)
+                   counterexample=cx if (d / cx).is_file() else None,
+                   system_sections=_system_sections(results, test))
+
+
+def _system_sections(results: dict[str, Any] | None, test: dict[str, Any]) -> list[str]:
+    """The system under test's own report sections (`SystemUnderTest.report_sections`); one that
+    fails is shown as a line saying so, never raised."""
+    options = test.get("options") if isinstance(test.get("options"), dict) else {}
+    try:
+        return list(suites.get(options.get("db") or suites.DEFAULT).report_sections(results or {}, test))
+    except Exception as e:  # noqa: BLE001 - a missing section must not cost the report
+        return [f"<p class=\"muted\">The system's own sections failed: {escape(f'{type(e).__name__}: {e}')}</p>"]
 
 
 MAX_OPS_SHOWN = 400
@@ -224,12 +237,11 @@ def render_report(data: RunData) -> str:
     op_lines = {i: [_op_line(ev) for ev in evs] for i, evs in data.ops.items()}
     other = {k: v for k, v in other.items()
              if k not in ("policy", "history", "traceback", "explanations", "liveness", "faults", "warnings")}
-    explanations = results.get("explanations") if isinstance(results.get("explanations"), dict) else None
     fat = results.get("first_anomaly_time")
     tmpl = env.get_template("report.html.j2")
     return tmpl.render(
         policy=policy,
-        explanations=explanations,
+        system_sections=data.system_sections,
         liveness=results.get("liveness") if isinstance(results.get("liveness"), dict) else None,
         first_anomaly_s=fat / 1e9 if isinstance(fat, (int, float)) else None,
         history_stats=results.get("history") or {},

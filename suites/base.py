@@ -6,7 +6,8 @@ name in suites/__init__.py. It sets `name`, `summary`, `option_groups`, `workloa
 `default_workload`, and writes `make_db` and `fault_packages`; the rest has defaults here:
 no options of its own to check, a name from the system, workload and faults, the DB's leader
 as the only role target (`nemesis.targets.LeaderMetadata`), nothing to prepare before the
-workload, no cluster observer, the loss rules that allow nothing, and no explanation.
+workload, no cluster observer, the loss rules that allow nothing, no explanation and no
+report section of its own.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ class Suite:
     def explain(self, run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any]) -> dict[str, Any] | None:
         """Why each anomaly happened, from the system's own logs (results.json `explanations`), or None."""
         return None
+
+    def report_sections(self, results: Mapping[str, Any], test: Mapping[str, Any]) -> list[str]:
+        """The system's own sections of report.html, as trusted HTML (rendered with autoescape)."""
+        return []
 
     def make_workload(self, name: str, options: Mapping[str, Any]) -> Workload:
         """The workload `name` of this system, built from test.json-style `options` (ValueError if unknown)."""

@@ -72,6 +72,19 @@ class WrackSuite(Suite):
             return None
         return explain_run(run_dir, results, test)
 
+    def report_sections(self, results: Mapping[str, Any], test: Mapping[str, Any]) -> list[str]:
+        """Why each anomalous offset was lost (templates/explanations.html.j2) and the lossy
+        shutdowns the loss rules counted (templates/lossy.html.j2)."""
+        # lazy: jinja2 is loaded in the background while a test runs (harness.runner._preload_reporting)
+        import jinja2
+
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+                                 autoescape=True)
+        explanations = results.get("explanations") if isinstance(results.get("explanations"), dict) else None
+        policy = results.get("policy") if isinstance(results.get("policy"), dict) else None
+        return [env.get_template("explanations.html.j2").render(explanations=explanations),
+                env.get_template("lossy.html.j2").render(policy=policy)]
+
 
 def flush_interval(policy: str) -> int | None:
     if policy == "none":

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+import suites
 from broker.server.eventlog import format_event
 from contracts import store
-from contracts.history import write_history
+from contracts.history import clock_anchor, write_history
 from harness.analysis import analyze_run
-from contracts.history import clock_anchor
 
 TP = "queue0-0"
 MARKUP = "<b>v</b>"
@@ -123,7 +123,12 @@ def test_the_explanations_render_in_chromium(tmp_path, headless_chromium):
 
 
 def test_a_failed_or_ambiguous_explanation_still_renders(tmp_path):
-    from harness.report import RunData, render_report
+    from harness.report import RunData
+    from harness.report import render_report as render_plain
+
+    def render_report(data):  # with the wrack suite's own sections, as load_run adds them
+        data.system_sections = suites.get("wrack").report_sections(data.results or {}, data.test)
+        return render_plain(data)
 
     amb = {"key": TP, "offset": 4, "value": 7, "anomalies": ["lost-write"], "not_allowed": ["lost-write"],
            "allowed_by": [], "ops": [1], "during": [], "elected_without": None, "truncated_by": [], "reused_by": [],

@@ -1,0 +1,3 @@
+"""The stand-in's option groups: none of its own (the general options suffice)."""
+
+GROUPS: tuple[type, ...] = ()
