@@ -76,10 +76,11 @@ def _cut_clients(nem: Nemesis) -> Callable[[Any], Any]:
     (the clients run on the harness's host); the next heal flushes the rules."""
     def cut(value: Any) -> dict[str, Any]:
         names = draw(nem, (value or {}).get("size", "one"))
-        ours = ",".join(n.address for n in nem.cluster.nodes)
         nem.net.drop({}, replace=True)  # the chain exists and is jumped to on every node, and is empty
+        rules = [f"iptables -w -A {CHAIN} -s {n.address} -p tcp --dport 9092 -j RETURN" for n in nem.cluster.nodes]
+        rules.append(f"iptables -w -A {CHAIN} -p tcp --dport 9092 -j DROP")
         for name in names:
-            nem.cluster.node(name).sh(f"iptables -w -A {CHAIN} -p tcp --dport 9092 ! -s {ours} -j DROP", timeout=30)
+            nem.cluster.node(name).sh(" && ".join(rules), timeout=30)
         nem.partitioned = True
         return {"spec": {"clients": names}, "grudge": {}, "drops": "client connections to port 9092"}
     return cut
