@@ -27,16 +27,19 @@ class LinOp:
 class Partition:
     """One independently checked sub-history and its outcome.
 
-    `linearization` is a list of (position in `ops`, state after): for a valid partition the
-    linearization found (indeterminate ops not in it did not take effect), for an invalid
-    one the longest partial linearization of its counterexample `window` (from one of the
-    window's first states), which `cannot_follow` (a position in `ops`) cannot extend.
+    `order`: for a valid partition, the positions in `ops` of the linearization found
+    (indeterminate ops not in it did not take effect). `linearization` is a list of
+    (position in `ops`, state after): for a valid partition filled from `order` when a
+    picture asks (`check.replay`), for an invalid one the longest partial linearization of
+    its counterexample `window` (from one of the window's first states), which
+    `cannot_follow` (a position in `ops`) cannot extend.
     `frontier` (undecided partitions): how far the search got, see `Plan.frontier`.
     """
 
     key: Hashable
     ops: list[LinOp]
     valid: bool | str = "unknown"
+    order: list[int] = field(default_factory=list)
     linearization: list[tuple[int, Any]] = field(default_factory=list)
     cannot_follow: int | None = None
     failed_in: Any = None  # the state `cannot_follow` is illegal in

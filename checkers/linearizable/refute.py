@@ -64,8 +64,13 @@ def overwritten(calls: Sequence[Any], starts: Sequence[float], ends: Sequence[fl
             m = max(m, r)
             acc.append(m)
         pmax[t] = acc
-    ys = sorted((ends[i], starts[i], i) for i in range(n)
-                if ends[i] is not None and leaves(calls[i]) is not None)
+    ys = []
+    for i in range(n):
+        if ends[i] is not None:
+            v = leaves(calls[i])
+            if v is not None:
+                ys.append((ends[i], starts[i], v, i))
+    ys.sort(key=lambda y: (y[0], y[1], y[3]))
     xs = sorted((starts[i], i) for i in range(n) if ends[i] is not None and needs(calls[i]) is not None
                 and produces(calls[i]) != needs(calls[i]))
     best: Overwritten | None = None
@@ -74,8 +79,8 @@ def overwritten(calls: Sequence[Any], starts: Sequence[float], ends: Sequence[fl
     k = 0
     for start, x in xs:
         while k < len(ys) and ys[k][0] < start:
-            _, yc, y = ys[k]
-            top = _keep_two(top, (yc, leaves(calls[y]), y))
+            _, yc, v, y = ys[k]
+            top = _keep_two(top, (yc, v, y))
             k += 1
         end = ends[x]
         assert end is not None
@@ -93,16 +98,20 @@ def overwritten(calls: Sequence[Any], starts: Sequence[float], ends: Sequence[fl
     return best
 
 
-def _keep_two(top: list[tuple[float, Hashable, int]], new: tuple[float, Hashable, int]) -> list[tuple[float, Hashable, int]]:
-    """The two latest-invoked Ys that leave different states, with `new` added."""
-    merged = sorted([*top, new], key=lambda y: y[0], reverse=True)
-    out: list[tuple[float, Hashable, int]] = []
-    for y in merged:
-        if all(y[1] != o[1] for o in out):
-            out.append(y)
-            if len(out) == 2:
-                break
-    return out
+def _keep_two(top: list[tuple[float, Hashable, int]], y: tuple[float, Hashable, int]) -> list[tuple[float, Hashable, int]]:
+    """The two latest-invoked Ys that leave different states (latest first), `y` added."""
+    if not top:
+        return [y]
+    a = top[0]
+    if y[1] == a[1]:
+        if y[0] > a[0]:
+            top[0] = y
+        return top
+    if y[0] > a[0]:
+        return [y, a]
+    if len(top) == 1 or y[0] > top[1][0]:
+        return [a, y]
+    return top
 
 
 def possible_states(calls: Sequence[Any], starts: Sequence[float], q: float, init: Hashable,

@@ -184,19 +184,28 @@ class Search:
     def _targets(self, directed: bool) -> None:
         """`tsid`: per read-only op legal in one known state, that state's id (-2: ask the
         model); `nsid` (the directed move order): the one state any determinate op needs."""
-        calls, spec, n = self.calls, self.spec, self.n
-        self.tsid = tsid = [-2] * n
-        for i in range(n):
-            if self.ro[i]:
-                t = spec.target(calls[i])
-                if t is not None:
-                    tsid[i] = self._intern(t)
-        self.nsid = nsid = list(tsid) if directed else [-2] * n
-        if spec.needs is not None and directed:
-            for i in range(n):
-                t = spec.needs(calls[i]) if self.ends[i] is not None else None
-                if t is not None:
-                    nsid[i] = self._intern(t)
+        spec, n, ends = self.spec, self.n, self.ends
+        self.tsid = self._state_ids(spec.target, self.ro)
+        needs = spec.needs if directed else None
+        nsid = self._state_ids(needs, [e is not None for e in ends]) if needs is not None else [-2] * n
+        self.nsid = [t if t >= 0 else u for t, u in zip(self.tsid, nsid, strict=True)] if directed else nsid
+
+    def _state_ids(self, fn: Callable[[Any], State | None] | None, which: Sequence[bool]) -> list[int]:
+        """Per op i with `which[i]`, the id of the state `fn(call)` (-2: None, or not asked)."""
+        ids = [-2] * self.n
+        if fn is None:
+            return ids
+        per_call: dict[Any, int] = {}
+        calls = self.calls
+        for i in range(self.n):
+            if which[i]:
+                c = calls[i]
+                t = per_call.get(c)
+                if t is None:
+                    st = fn(c)
+                    per_call[c] = t = -2 if st is None else self._intern(st)
+                ids[i] = t
+        return ids
 
     def _entries(self, starts: Sequence[float], ends: Sequence[float | None]) -> list[tuple[Any, int, int]]:
         """The entries (time, 0 call / 1 return, op) in time order, calls first on ties; sets

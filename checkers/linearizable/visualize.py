@@ -16,7 +16,7 @@ import html
 import os
 from typing import Any
 
-from checkers.linearizable.check import Analysis, Partition
+from checkers.linearizable.check import Analysis, Partition, replay
 from checkers.linearizable.report import rule6_text
 
 MAX_PARTITIONS = 30
@@ -57,6 +57,9 @@ def _label(a: Analysis, lo: Any) -> str:
 def render_html(a: Analysis, title: str = "history") -> str:
     """The whole HTML document for analysis `a`."""
     m = a.model
+    for p in a.partitions:
+        if p.valid is True and p.order and not p.linearization:
+            p.linearization, _ = replay(m, p, p.order)
     verdict = {True: "linearizable", False: "NOT linearizable"}.get(a.valid, "unknown")  # type: ignore[call-overload]
     vclass = {True: "v-true", False: "v-false"}.get(a.valid, "v-unknown")  # type: ignore[call-overload]
     parts = sorted(a.partitions, key=lambda p: {False: 0, True: 2}.get(p.valid, 1))  # type: ignore[call-overload]

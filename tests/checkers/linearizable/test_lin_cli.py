@@ -6,7 +6,7 @@ import json
 from html.parser import HTMLParser
 
 import pytest
-from lin_testlib import check, wrack
+from lin_testlib import check, stale_read_history, wrack
 
 GOOD = [
     {"process": 0, "type": "invoke", "f": "write", "value": 1},
@@ -67,13 +67,36 @@ def test_several_files_one_json_line_each(tmp_path):
     assert [(x["file"], x["valid"]) for x in lines] == [(g, True), (b, False), (g, True)]
 
 
-def test_unknown_verdict_on_time_limit(shared):
+def test_unknown_verdict_on_time_limit_says_how_far_it_got(shared):
     # 120k configurations without partitioning: far more than the first slices allow
     path = str(shared / "data" / "porcupine" / "kv" / "c10-bad.txt")
     r = check("--model", "kv", "--no-partition", "--time-limit", "0", path)
     assert r.returncode == 2, r.stderr
     res = json.loads(r.stdout)
     assert res["valid"] == "unknown" and "time limit" in res["reason"]
+    assert res["decided"] == 0 and res["undecided"] == [None]
+    (o,) = res["open"]
+    w = o["window"]
+    assert o["stage"] == "exact" and o["configs"] > 0
+    assert 1 <= w["from"]["line"] <= w["to"]["line"] and w["ops"] >= 1
+
+
+def test_the_counterexample_is_the_smallest_window(tmp_path):
+    out = tmp_path / "vis.html"
+    r = check("--model", "cas-register", "--html", str(out), _write(tmp_path / "h.jsonl", stale_read_history()))
+    assert r.returncode == 1, r.stderr
+    (ce,) = json.loads(r.stdout)["anomalies"]["nonlinearizable"]
+    w = ce["window"]
+    # from the overwriting write of 3 to the stale read's return; the crashed write of 1 is
+    # carried in (it may still take effect), the write of 5 is before the window
+    assert ce["key"] == "a" and w["decided_by"] == "rule 6"
+    assert [x["op"] for x in w["listed"]] == ["write 3", "read 1", "read 5", "write 4 (indeterminate)"]
+    assert w["carried"] == 1 and w["carried_ops"] == {"write 1 (indeterminate)": 1}
+    assert w["from"]["line"] == 6 and w["to"]["line"] == 14 and "5" in w["start_states"]
+    assert "write 3 (line 6)" in w["why"] and ce["cannot_follow"]["op"] == "read 5"
+    page = out.read_text()
+    assert "Counterexample window" in page and "Rule 6: read 5 (line 10) needs the state 5" in page
+    assert "write 1 &times;1" in page
 
 
 @pytest.mark.parametrize("content, where, what", [

@@ -19,6 +19,7 @@ import lin_oracle as O
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from lin_testlib import stale_read_history
 
 from checkers.linearizable import check as C
 from checkers.linearizable import plan as P
@@ -177,3 +178,19 @@ def test_every_stage_from_the_first_move_matches_the_oracle(h, monkeypatch_alone
 def monkeypatch_alone(monkeypatch):
     """Plans whose exact search is joined by the other searches at once."""
     monkeypatch.setattr(P, "EXACT_ALONE", -10**9)
+
+
+def test_a_stale_read_is_refuted_by_rule6_and_by_each_search():
+    m = get_model("cas-register")
+    ((part, p),) = [(a, b) for a, b in plans("cas-register", stale_read_history()) if a.key == "a"]
+    ref = overwritten(p.calls, p.starts, p.ends, p.spec.init, m.needs, m.produces, m.leaves)
+    assert ref is not None and ref.state == 5
+    assert m.describe_call(p.calls[ref.op]) == "read 5" and part.ops[ref.by].op.invoke["value"] == ["a", 3]
+    for kw in ({}, {"directed": False}, {"relaxed": True}):
+        s = search(p, **kw)
+        assert run(s) is False and not s.rejected
+    # an indeterminate write of 5 invoked before the read returned may have taken effect late
+    ((_, p),) = [(a, b) for a, b in plans("cas-register", stale_read_history(5)) if a.key == "a"]
+    assert overwritten(p.calls, p.starts, p.ends, p.spec.init, m.needs, m.produces, m.leaves) is None
+    assert run(search(p)) is True and run(search(p, relaxed=True)) is True
+
