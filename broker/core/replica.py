@@ -31,7 +31,7 @@ from broker.core.messages import (
 )
 from broker.core.metadata import RECOVERED, RECOVERING, MetadataImage, PartitionRegistration
 from broker.core.producers import TXN_DATA, BatchMeta, ProducerBatch, ProducerStateTable, scan
-from broker.core.transactions import TxnIndex
+from broker.core.transactions import AbortedTxn, TxnIndex
 from broker.core.truncation import find_divergence, truncation_offset
 from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
 from broker.records import BatchError
@@ -174,6 +174,12 @@ class PartitionReplica:
     def last_stable_offset(self) -> int:
         """The LSO: below the oldest ongoing transaction and the HWM (transactions.py)."""
         return self.txns.last_stable_offset(self.high_watermark)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start, end) (a read_committed fetch's
+        answer); those wholly below the log start are forgotten first, wherever it moved."""
+        self.txns.forget_before(self.log.log_start_offset)
+        return self.txns.aborted_between(start, end)
 
     def _truncate(self, offset: int, reason: str) -> None:
         leo = self.log.log_end_offset

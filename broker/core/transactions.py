@@ -87,9 +87,13 @@ class TxnIndex:
     def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
         """The aborted transactions that have records in [start, end): marker at or after
         `start`, first offset before `end`."""
-        i = bisect_left([a.last_offset for a in self.aborted], start)
+        i = bisect_left(self.aborted, start, key=lambda a: a.last_offset)
         return [a for a in self.aborted[i:] if a.first_offset < end]
 
     def forget_before(self, log_start: int) -> None:
-        """Retention moved the log start: aborted transactions wholly before it go."""
-        self.aborted = [a for a in self.aborted if a.last_offset >= log_start]
+        """The log starts at `log_start` now (retention, DeleteRecords, a follower starting
+        afresh at its leader's log start): aborted transactions wholly before it go, as Kafka
+        drops a deleted segment's aborted-transaction index. No fetch reads below the log
+        start, so the answers of `aborted_between` do not change; the list stops growing."""
+        if self.aborted and self.aborted[0].last_offset < log_start:
+            self.aborted = self.aborted[bisect_left(self.aborted, log_start, key=lambda a: a.last_offset):]

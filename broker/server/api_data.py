@@ -239,7 +239,7 @@ class DataApis(ApiFamily):
             end = max(start, scan(records)[1])
         except BatchError:  # a partial batch at the end: bound by the LSO
             end = r.last_stable_offset()
-        return [(a.producer_id, a.first_offset) for a in r.txns.aborted_between(start, end)]
+        return [(a.producer_id, a.first_offset) for a in r.aborted_between(start, end)]
 
     def _leader_hint(self, tp: TopicPartition, listener: str, nodes: dict[int, NodeEndpoint]) -> tuple[int, int] | None:
         """KIP-951 (Fetch v16): the partition's current leader and epoch as this broker's

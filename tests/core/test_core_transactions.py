@@ -86,6 +86,20 @@ def test_read_committed_from_any_offset_sees_exactly_the_committed_records(log, 
     assert consumer_view(log, start, lso, aborted) == {o for o in committed if start <= o < lso}
 
 
+@settings(max_examples=200, deadline=None)
+@given(logs, st.data())
+def test_forgetting_below_the_log_start_changes_no_answer_above_it(log, data):
+    """Retention moved the log start: the aborted transactions wholly below it are dropped,
+    and every read_committed fetch from the new log start gets the same aborted list."""
+    idx = index_of(log)
+    log_start = data.draw(st.integers(0, len(log)))
+    before = {(s, e): idx.aborted_between(s, e) for s in range(log_start, len(log) + 1)
+              for e in range(s, len(log) + 1)}
+    idx.forget_before(log_start)
+    assert all(a.last_offset >= log_start for a in idx.aborted)
+    assert {(s, e): idx.aborted_between(s, e) for (s, e) in before} == before
+
+
 @given(logs, st.integers(0, 40))
 def test_a_prefix_rebuilds_to_the_index_of_the_prefix(log, cut):
     """What a truncation does (the replica rebuilds): the index of log[:cut] forgets the
