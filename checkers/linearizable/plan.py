@@ -115,7 +115,8 @@ class Plan:
         s = self.exact
         if self.alone is not None and s.steps >= self.alone:
             self.alone = None
-            self.others = [self._search(directed=False)]
+            # the plain move order, where the model names states ops need (else it is the same)
+            self.others = [self._search(directed=False)] if self.spec.needs is not None else []
             if self.hooks.produces is not None:
                 # the relaxed search repeats indeterminate ops at will: it needs a finite set of
                 # states they can reach, which `produces` guarantees (each op makes one at most)

@@ -106,7 +106,7 @@ class Search:
 
     def __init__(self, calls: Sequence[Any], starts: Sequence[float], ends: Sequence[float | None],
                  readonly: Sequence[bool], spec: Spec, groups: Sequence[int] | None = None,
-                 relaxed: bool = False, directed: bool = True):
+                 relaxed: bool = False, directed: bool = True, also_from: Sequence[State] = ()):
         n = len(calls)
         self.n = n
         # rule 4: indeterminate ops with the same call are one class, its first op standing for
@@ -126,6 +126,9 @@ class Search:
         self.states: list[State] = [spec.init]
         self.state_ids: dict[State, int] = {spec.init: 0}
         self.seen: set[tuple[int, int, int, int]] = {(0, 0, 0, 0)}  # (rel, base, ind, state id)
+        # more states to start in, when the search from the ones before fails (window checks)
+        self.roots = [self._intern(st) for st in reversed(also_from) if st not in self.state_ids]
+        self.seen.update((0, 0, 0, r) for r in self.roots)
         self.steps = 0
         self.steps_cached = 0
         # per op: state id -> state id after it (-1 illegal; -3 illegal and stuck, for read-only
@@ -355,6 +358,7 @@ class Search:
         H_RET, H_RO, H_MUT, H_IND, E_RET = self.H_RET, self.H_RO, self.H_MUT, self.H_IND, self.E_RET
         W_HEAD = len(op_of)
         seen, stack, relaxed, keep, horizon = self.seen, self.stack, self.relaxed, self.keep, self.horizon
+        roots = self.roots
         seen_add, push, pop = seen.add, stack.append, stack.pop
         # the linearized set: determinate ops numbered below `base`, and number base + i iff bit i
         # of `rel`; per class of indeterminate ops, how many, in a bit field of `ind`
@@ -362,6 +366,7 @@ class Search:
         best, best_stack, common = len(self.best), self.best, self.common
         moves = 0
         result: bool | None = None
+        restart = False
         while True:
             # ---- a fresh configuration (base, rel, ind, sid)
             b = nxt[H_RET]
@@ -455,6 +460,9 @@ class Search:
                         horizon = b
                     while True:
                         if not stack:
+                            if roots:  # the next state to start in
+                                sid, restart = roots.pop(), True
+                                break
                             result = False
                             break
                         ind = pop()
@@ -495,7 +503,8 @@ class Search:
                                 while f < ce:
                                     f = nxt[f]
                             break
-                    if result is not None:
+                    if result is not None or restart:
+                        restart = False
                         break
                     continue
                 # ---- the move: linearize op (state sid -> ns) unless its configuration was seen

@@ -95,22 +95,15 @@ class _Finder:
             possible_states(p.calls, p.starts, q, p.spec.init, produces)
         cset = set(carried)
         w = Window(q, end, [i for i in idx if i not in cset], carried, states, None, p.stage)
-        deepest: tuple[int, Search, list[int], Any] | None = None
-        moves = 0
-        for s0 in states:
-            spec = Spec(s0, p.spec.step, p.spec.target, p.spec.resets, p.spec.stuck, p.spec.blocking, p.spec.needs)
-            s = Search([p.calls[i] for i in idx], st, en, [p.ro[i] for i in idx], spec,
-                       None if p.groups is None else [p.groups[i] for i in idx], relaxed=True)
-            r = s.run(max(1, self.budget - moves))
-            moves += s.steps
-            if r is not False or s.rejected:
-                return _Check(False, None, moves)
-            if deepest is None or len(s.best) > len(deepest[2]):
-                deepest = (len(s.best), s, s.best, s0)
-        assert deepest is not None
-        _, s, best, _ = deepest
-        _describe(w, s, best, idx)
-        return _Check(True, w, moves)
+        spec = Spec(states[0], p.spec.step, p.spec.target, p.spec.resets, p.spec.stuck, p.spec.blocking,
+                    p.spec.needs)
+        s = Search([p.calls[i] for i in idx], st, en, [p.ro[i] for i in idx], spec,
+                   None if p.groups is None else [p.groups[i] for i in idx], relaxed=True, also_from=states[1:])
+        r = s.run(max(1, self.budget))
+        if r is not False or s.rejected:
+            return _Check(False, None, s.steps)
+        _describe(w, s, s.best, idx)
+        return _Check(True, w, s.steps)
 
     def run_check(self, q: float | None, end: float) -> _Check | None:
         if self.budget <= 0:
