@@ -117,10 +117,6 @@ class BrokerSettings:
     def listener(self, name: str) -> Listener | None:
         return next((li for li in self.listeners if li.name == name), None)
 
-    def client_listeners(self) -> tuple[Listener, ...]:
-        return tuple(li for li in self.listeners if li.name not in self.controller_listener_names)
-
-
 # ---------------------------------------------------------------- properties files
 def parse_properties(text: str, source: str) -> list[tuple[str, str, str]]:
     """Java properties syntax (comments with # or !, `key=value`, `key: value` or

@@ -213,11 +213,6 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[bytes]:
     return out
 
 
-def batch_headers(buf: bytes | bytearray | memoryview, *, validate: bool = True) -> list[BatchHeader]:
-    """The headers of every batch in `buf` (see `iter_batches`)."""
-    return [h for _, _, h in iter_batches(buf, validate=validate)]
-
-
 def validate_for_append(buf: bytes | bytearray | memoryview, max_message_bytes: int) -> list[BatchHeader]:
     """What a leader checks on Produce before appending, in Kafka's order; returns the headers.
 

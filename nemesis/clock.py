@@ -62,11 +62,6 @@ def format_offset(seconds: float) -> str:
     return f"{seconds:+.6f}"
 
 
-def parse_offset(text: str) -> float:
-    t = text.strip()
-    return float(t) if t else 0.0
-
-
 def bump_delta_ms(rng: random.Random) -> int:
     """Jepsen's bump: +-1.5^(6 + U[0, 25)) ms, about 11 ms to 4.8 min."""
     return int(round(rng.choice((-1, 1)) * 1.5 ** (6 + rng.random() * 25)))

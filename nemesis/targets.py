@@ -141,11 +141,6 @@ def node_offset(address: str, topic: str, partition: int, log_end: bool = False,
     return int(p.offset)
 
 
-def kafka_metadata(bootstrap: str, timeout: float = 10.0) -> Metadata:
-    """One Metadata request (a throwaway `KafkaMetadata`; a test should keep one instead)."""
-    return KafkaMetadata(bootstrap, timeout)()
-
-
 def _node_of(md: Metadata, broker_id: int, by_address: dict[str, str]) -> str:
     host = md.brokers.get(broker_id)
     if host is None or host not in by_address:

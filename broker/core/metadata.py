@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 
 from broker.core import properties as props
 from broker.core.acls import AclBinding
@@ -376,9 +376,4 @@ def metadata_log_from_lines(lines: list[bytes] | list[str], where: str = "metada
             raise ValueError(f"{where}:{i}: record offset {off}, expected {log.end_offset}")
         log.append(rec)
     return log
-
-
-def with_changes(reg: PartitionRegistration, **changes: object) -> PartitionRegistration:
-    """`reg` with fields replaced (a thin alias kept for readability at call sites)."""
-    return replace(reg, **changes)
 

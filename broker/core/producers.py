@@ -187,10 +187,6 @@ class ProducerStateTable:
             entry = self.entries[b.producer_id] = ProducerEntry(b.epoch)
         entry.batches.append(BatchMeta(b.first_seq, b.last_seq, b.first_offset, b.last_offset))
 
-    def record_all(self, buf: bytes | memoryview) -> None:
-        for b in producer_batches(buf):
-            self.record(b)
-
     def truncate(self, offset: int) -> None:
         """The log was truncated to `offset`: forget what was written at or after it."""
         for pid in list(self.entries):

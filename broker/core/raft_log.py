@@ -30,9 +30,6 @@ class RaftLog:
         """Epoch of the last entry, -1 for an empty log."""
         return self._epochs[-1] if self._epochs else -1
 
-    def epoch_at(self, offset: int) -> int:
-        return self.entries[offset].epoch
-
     def append(self, entry: RaftEntry) -> int:
         """Append and return the entry's offset; epochs never decrease along the log."""
         if self._epochs and entry.epoch < self._epochs[-1]:
