@@ -633,5 +633,7 @@ class LazyFUSE(mfusepy.FUSE):
 
 def mount(fs: LazyFS, mountpoint: str, *, foreground: bool = True) -> None:
     """Serve `fs` at `mountpoint` until it is unmounted (blocks)."""
+    # allow_other: a server that runs as another user than the root daemon (PostgreSQL refuses
+    # root) must reach its data directory; the daemon does every operation as root
     LazyFUSE(fs, mountpoint, foreground=foreground, fsname="wrack-lazyfs", subtype="wrack-lazyfs",
-             hard_remove=True, use_ino=True)
+             hard_remove=True, use_ino=True, allow_other=True)
