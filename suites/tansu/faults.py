@@ -8,7 +8,11 @@ through `nemesis.targets.LeaderMetadata`):
 - `kill-db` / `pause-db`: SIGKILL / SIGSTOP of PostgreSQL's whole process group, later
   restarted / resumed; `restart-db`: a clean restart (fast shutdown, start), an instant;
 - `power-loss-db`: SIGKILL, the unsynced writes under PostgreSQL's data directory dropped
-  (LazyFS, nemesis/lazyfs), restart; an instant.
+  (LazyFS, nemesis/lazyfs), restart; an instant. LazyFS runs in its `ordered` metadata mode,
+  ext4's (a file's fsync makes the names created before it durable): the file systems
+  PostgreSQL runs on. `power-loss-db-posix` is the same under strict POSIX (a new file's
+  name is durable only once its directory is fsynced), where PostgreSQL itself loses relation
+  files after a checkpoint (docs/findings/tansu-0.6.0.md, finding 1).
 Aimed at the brokers only (the database node is never drawn), through handlers this module
 registers on the nemesis (`install`), recorded under the generic fault names:
 - `partition-broker-db`: one broker, or a minority of them, cut off from the database
@@ -34,6 +38,7 @@ from typing import Any
 from contracts.history import FAULT_COLORS
 from nemesis.clock import bump_delta_ms, install_clock, strobe_params
 from nemesis.core import FaultOp, Nemesis
+from nemesis.lazyfs.hook import LazyFSOptions, install_power_loss
 from nemesis.net import CHAIN
 from nemesis.schedule import (
     PACKAGES,
@@ -130,6 +135,13 @@ def _broker_package(name: str, f: str, stop: FaultOp, color: str, prepare: Calla
     return FaultPackage(name, start, stop, [stop], color, prepare)
 
 
+def _power_loss(name: str, metadata: str) -> FaultPackage:
+    """A power loss of the database node with LazyFS in `metadata` mode (nemesis/lazyfs/journal.py)."""
+    pkg = power_loss_package((DATABASE,), name=name)
+    pkg.prepare = lambda nem: install_power_loss(nem, opts=LazyFSOptions(metadata=metadata))
+    return pkg
+
+
 def _clock_prepare(nem: Nemesis) -> None:
     install_clock(nem)
     install(nem)
@@ -146,7 +158,8 @@ def packages() -> dict[str, Callable[[], FaultPackage]]:
                                          [FaultOp("resume", "all")], FAULT_COLORS["pause"]),
         "restart-db": lambda: FaultPackage("restart-db", lambda rng: FaultOp("restart", DATABASE), None, [],
                                            FAULT_COLORS["restart"]),
-        "power-loss-db": lambda: power_loss_package((DATABASE,), name="power-loss-db"),
+        "power-loss-db": lambda: _power_loss("power-loss-db", "ordered"),
+        "power-loss-db-posix": lambda: _power_loss("power-loss-db-posix", "posix"),
         "partition-broker-db": lambda: _broker_package("partition-broker-db", "cut-broker-db", heal, "#E9DCA0"),
         "partition-clients": lambda: _broker_package("partition-clients", "cut-clients", heal, "#E0C890"),
         "kill-broker": lambda: _broker_package("kill-broker", "kill-brokers", FaultOp("start", "all"),
