@@ -143,7 +143,7 @@ class TansuDB(ServiceDB):
     def _signal_group(self, node: Node, sig: int) -> bool:
         """Signal the postmaster's process group (its backends too); False if it is not running."""
         pf = self.pidfile(node)
-        return node.sh(f"p=$(cat {pf} 2>/dev/null) && [ -e /proc/$p ] && kill -{int(sig)} -- -$p",
+        return node.sh(f"p=$(cat {pf} 2>/dev/null) && [ -e /proc/$p ] && kill -{int(sig)} -$p",  # dash: no --
                        check=False, timeout=10).ok
 
     def kill(self, node: Node) -> None:

@@ -11,8 +11,8 @@ through `nemesis.targets.LeaderMetadata`):
   (LazyFS, nemesis/lazyfs), restart; an instant. LazyFS runs in its `ordered` metadata mode,
   ext4's (a file's fsync makes the names created before it durable): the file systems
   PostgreSQL runs on. `power-loss-db-posix` is the same under strict POSIX (a new file's
-  name is durable only once its directory is fsynced), where PostgreSQL itself loses relation
-  files after a checkpoint (docs/findings/tansu-0.6.0.md, finding 1).
+  name is durable only once its directory is fsynced: stricter than the file systems
+  PostgreSQL's reliability documentation has in mind).
 Aimed at the brokers only (the database node is never drawn), through handlers this module
 registers on the nemesis (`install`), recorded under the generic fault names:
 - `partition-broker-db`: one broker, or a minority of them, cut off from the database
