@@ -41,7 +41,7 @@ from kio.schema.errors import ErrorCode
 try:  # zstd (de)compression for recompression and compaction; optional
     import zstandard
 except ImportError:  # pragma: no cover
-    zstandard = None
+    zstandard = None  # type: ignore[assignment]  # optional: every use checks for None first
 
 MAGIC = 2
 HEADER_SIZE = 61  # bytes up to and including the records count
@@ -197,13 +197,12 @@ def split_batches(buf: bytes | bytearray | memoryview) -> list[bytes]:
     n = len(buf)
     pos = 0
     unpack = _I32.unpack_from
-    as_is = type(buf) is bytes
     while pos < n:
         if n - pos >= HEADER_SIZE:
             length = unpack(buf, pos + 8)[0]
             end = pos + LOG_OVERHEAD + length
             if length >= MIN_BATCH_LENGTH and end <= n and buf[pos + 16] == MAGIC:
-                out.append(buf[pos:end] if as_is else bytes(buf[pos:end]))
+                out.append(bytes(buf[pos:end]))  # a slice of bytes is bytes already: no second copy
                 pos = end
                 continue
         _length, end = _check_frame(buf, pos, n)  # raises the precise error

@@ -34,7 +34,7 @@ from contracts.pairing import COMPLETIONS, NEMESIS, Op, pair_ops  # noqa: F401 -
 try:  # orjson is several times faster on the 1M-event histories the checkers read
     import orjson as _orjson
 
-    def _loads(b: bytes) -> Any:
+    def _loads(b: bytes | str) -> Any:
         return _orjson.loads(b)
 
     def _dumps(obj: Any) -> bytes:
@@ -44,7 +44,7 @@ try:  # orjson is several times faster on the 1M-event histories the checkers re
 except ImportError:  # pragma: no cover - orjson is a declared dependency
     import json as _json
 
-    def _loads(b: bytes) -> Any:
+    def _loads(b: bytes | str) -> Any:
         return _json.loads(b)
 
     def _dumps(obj: Any) -> bytes:

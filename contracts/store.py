@@ -250,9 +250,10 @@ def summarize(run: Path) -> RunSummary:
     test = test if isinstance(test, dict) else {}
     res = read_json(run / "results.json")
     res = res if isinstance(res, dict) else None
+    options = test.get("options")
     return RunSummary(
         path=str(run), run_id=test.get("run_id") or run_id(run), name=test.get("name") or run.parent.name,
         start=test.get("start"), valid=None if res is None else res.get("valid", "unknown"),
-        options=test.get("options") if isinstance(test.get("options"), dict) else {},
+        options=options if isinstance(options, dict) else {},
         anomaly_types=list((res or {}).get("anomaly_types") or []), seed=test.get("seed"),
         has_report=(run / "report.html").is_file())

@@ -163,9 +163,11 @@ def config_records(image: MetadataImage, resource_type: int, name: str, changes:
         current = image.topics.get(name, {})
     wanted = {} if replace else dict(current)
     for c in changes:
-        wanted[c.name] = _apply_op(c, wanted.get(c.name) if not replace else None, topic=resource_type == TOPIC_RESOURCE)
-        if wanted[c.name] is None:
-            del wanted[c.name]
+        value = _apply_op(c, wanted.get(c.name) if not replace else None, topic=resource_type == TOPIC_RESOURCE)
+        if value is None:
+            wanted.pop(c.name, None)
+        else:
+            wanted[c.name] = value
     keys = sorted(set(current) | set(wanted))
     return [ConfigRecord(resource_type, name, k, wanted.get(k)) for k in keys if current.get(k) != wanted.get(k)]
 

@@ -415,8 +415,8 @@ class Broker:
                 ds.extend(p.deadline for p in r.pending_produce)
                 ds.extend(d.deadline for d in r.pending_deletes)
             elif r.role == FOLLOWER and r.fetch_backoff_until > 0:
-                f = self._fetchers.get(r.leader_id)
-                if f is None or f.correlation_id < 0:
+                fetcher = self._fetchers.get(r.leader_id)
+                if fetcher is None or fetcher.correlation_id < 0:
                     ds.append(r.fetch_backoff_until)
         return min(ds)
 
@@ -668,7 +668,8 @@ class Broker:
     def _wake_parked(self, now: int, acts: Actions, tps: set[TopicPartition] | None, expired_only: bool = False) -> None:
         if not self._parked:
             return
-        keep, wake = [], []
+        keep: list[_Parked] = []
+        wake: list[_Parked] = []
         for p in self._parked:
             hit = now >= p.deadline if expired_only else any(fp.tp in tps for fp in p.request.partitions)  # type: ignore[operator]
             (wake if hit else keep).append(p)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from broker.core import properties as props
 from broker.core.acls import AclBinding
@@ -325,10 +326,9 @@ def decode_entry(line: bytes | str, where: str = "metadata log") -> tuple[int, i
             d["tp"] = TopicPartition(d["tp"][0], int(d["tp"][1]))
         if "registration" in d:
             r = d["registration"]
-            d["registration"] = PartitionRegistration(  # fields added later may be absent
-                **{f.name: (tuple(r[f.name]) if isinstance(r[f.name], list) else r[f.name])
-                   for f in fields(PartitionRegistration) if f.name in r}
-            )
+            given: dict[str, Any] = {f.name: (tuple(r[f.name]) if isinstance(r[f.name], list) else r[f.name])
+                                     for f in fields(PartitionRegistration) if f.name in r}
+            d["registration"] = PartitionRegistration(**given)  # fields added later may be absent
         if "configs" in d:
             d["configs"] = tuple(tuple(kv) for kv in d["configs"])
         if "listeners" in d:
@@ -366,7 +366,7 @@ def metadata_log_from_lines(lines: list[bytes] | list[str], where: str = "metada
     line (no newline, from a crash mid-write) is dropped. ValueError names the bad line."""
     log = MetadataLog()
     for i, line in enumerate(lines, start=1):
-        text = line.decode() if isinstance(line, bytes) else line
+        text = line.decode() if isinstance(line, bytes) else str(line)
         if not text.strip():
             continue
         if i == len(lines) and not text.endswith("\n"):

@@ -129,8 +129,8 @@ class QuorumController:
         ds = [self.raft.next_deadline()]
         if self.controller is not None:
             ds.append(self.controller.next_deadline())
-        ds = [d for d in ds if d is not None]
-        return min(ds) if ds else None
+        due = [d for d in ds if d is not None]
+        return min(due) if due else None
 
     # ------------------------------------------------------------ internals
     def _run_controller(self, cacts: Actions, acts: Actions) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -226,7 +227,7 @@ class RaftNode:
         self._dirty = True
         return self._log_append(RaftEntry(self.epoch, record))
 
-    def read_from(self, offset: int, max_records: int) -> tuple[object, ...]:
+    def read_from(self, offset: int, max_records: int) -> tuple[Any, ...]:
         """Records from `offset` (committed or not: cap at `committed_offset`)."""
         return tuple(e.record for e in self.log.read(offset, max_records))
 

@@ -36,6 +36,8 @@ from broker.core.truncation import find_divergence, truncation_offset
 from broker.logapi import STORAGE_ERRORS, OffsetOutOfRange, PartitionLog
 from broker.records import BatchError
 
+REBUILD_ERRORS: tuple[type[BaseException], ...] = (*STORAGE_ERRORS, BatchError)  # what stops a rebuilding scan
+
 
 class ReplicaRole(StrEnum):
     """A replica's role, from the partition's registration in the metadata image: any role
@@ -163,7 +165,7 @@ class PartitionReplica:
                 if end <= off:
                     break
                 off = end
-        except (*STORAGE_ERRORS, BatchError) as e:  # what was read stays; later producers count as unknown
+        except REBUILD_ERRORS as e:  # what was read stays; later producers count as unknown
             self._failed("producer state rebuild", e)
 
     def _record_batches(self, batches: list[ProducerBatch]) -> None:

@@ -47,7 +47,7 @@ class Mix(Generator):
         pend: Pending | None = None
         order = list(range(len(self.gens)))
         ctx.rng.shuffle(order)
-        dead = []
+        dead: list[int] = []
         for i in order:
             out = self.gens[i].op(ctx)
             if isinstance(out, dict):
