@@ -15,6 +15,11 @@ group.py) and returns a checker result (docs/ARCHITECTURE.md) with these anomaly
 - `group-overlap`: two members owned one partition in one generation: a key in the
   `assignment` of two different `member`s under the same `generation` (ok polls and commits
   carry what the member held).
+- `group-never-read`: a partition the group never read: some poll read records of the key
+  (the final read-back reads everything), but no member of the group was ever assigned it
+  nor read it, over the whole run. The group protocol gives every partition of the
+  subscribed topics to one member in each generation, so a partition no member ever holds is
+  lost to the group (a liveness failure of the coordinator or the assignment it handed out).
 
 Only ok ops count (a failed or unknown commit is no evidence). The result also counts the
 commits, generations and members seen. Pure: no I/O.
@@ -111,16 +116,58 @@ def _flat(op: Op) -> dict[str, Any]:
             "generation": c.get("generation"), "member": c.get("member"), "assignment": c.get("assignment")}
 
 
+def never_read(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`group-never-read` examples: keys with records that no member held or read."""
+    in_log: dict[str, int] = {}
+    held: set[str] = set()
+    members = False
+    for op in ops:
+        if op["type"] != "ok":
+            continue
+        if op.get("member"):
+            members = True
+            held.update(op.get("assignment") or ())
+        if op["f"] == "poll" and isinstance(op.get("value"), list):
+            for mop in op["value"]:
+                if len(mop) >= 2 and isinstance(mop[1], dict):
+                    for k, recs in mop[1].items():
+                        in_log[k] = in_log.get(k, 0) + len(recs)
+                        if op.get("member"):
+                            held.add(k)
+    if not members:
+        return []
+    return [{"key": k, "records_read_back": n} for k, n in sorted(in_log.items()) if n and k not in held]
+
+
+def progress(ops: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per key: distinct offsets the group's members read, and distinct offsets any poll read."""
+    by_members: dict[str, set[int]] = {}
+    seen: dict[str, set[int]] = {}
+    for op in ops:
+        if op["f"] != "poll" or op["type"] != "ok" or not isinstance(op.get("value"), list):
+            continue
+        for mop in op["value"]:
+            if len(mop) >= 2 and isinstance(mop[1], dict):
+                for k, recs in mop[1].items():
+                    offs = {r[0] for r in recs}
+                    seen.setdefault(k, set()).update(offs)
+                    if op.get("member"):
+                        by_members.setdefault(k, set()).update(offs)
+    return ({k: len(by_members.get(k, ())) for k in sorted(seen)}, {k: len(v) for k, v in sorted(seen.items())})
+
+
 def check(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The checker result of the group checks (module docstring)."""
     ops = [_flat(op) for op in pair_ops(events)]
     commits = _commits(ops)
     found = {"group-commit-backwards": commits_backwards(commits), "group-skip": group_skips(ops, commits),
-             "group-overlap": overlaps(ops)}
+             "group-overlap": overlaps(ops), "group-never-read": never_read(ops)}
     types = [t for t, xs in found.items() if xs]
     gens = {op.get("generation") for op in ops if op.get("generation") is not None}
+    read, in_log = progress(ops)
     members = {op.get("member") for op in ops if op.get("member")}
     return {"valid": not types, "anomaly_types": types, "anomalies": {t: xs[:SHOWN] for t, xs in found.items() if xs},
             "anomaly_counts": {t: len(xs) for t, xs in found.items() if xs},
             "commits": sum(len(c) for c in commits.values()), "generations": len(gens), "members": len(members),
-            "keys_committed": sorted(commits)}
+            "keys_committed": sorted(commits), "records_read_by_members": read, "records_in_log": in_log,
+            "max_generation": max(gens, default=None)}

@@ -96,3 +96,12 @@ def test_in_order_handovers_are_always_valid(steps):
         t += 4
     r = check(h.events)
     assert r["valid"] is True, r
+
+
+def test_a_partition_no_member_ever_held_or_read_is_never_read():
+    h = (H().poll(1, 0, 1, {"k-1": [[0, 10]]}, 1, "a", ["k-1"])
+         .op(3, "poll", 4, 5, [["poll", {"k-0": [[0, 20]], "k-1": [[0, 10]]}]]))  # the final read-back
+    r = check(h.events)
+    assert r["anomaly_types"] == ["group-never-read"], r
+    assert r["anomalies"]["group-never-read"] == [{"key": "k-0", "records_read_back": 1}]
+    assert check(H().op(3, "poll", 0, 1, [["poll", {"k-0": [[0, 20]]}]]).events)["valid"] is True  # no group
