@@ -10,14 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def classes(calls: Sequence[Any], starts: Sequence[float], ends: Sequence[float | None]
-            ) -> tuple[list[int], dict[int, list[int]]]:
+def classes(calls: Sequence[Any], ends: Sequence[float | None]) -> tuple[list[int], dict[int, list[int]]]:
     """Per op, the first indeterminate op with its call (-1: determinate); per first op, the
-    ops of its class in call order."""
+    ops of its class in call order (ops are given in call order)."""
     rep = [-1] * len(calls)
     first: dict[Any, int] = {}
     members: dict[int, list[int]] = {}
-    for i in sorted(range(len(calls)), key=lambda i: starts[i]):
+    for i in range(len(calls)):
         if ends[i] is None:
             r = first.setdefault(calls[i], i)
             rep[i] = r

@@ -97,7 +97,7 @@ class Search:
     """A resumable WGL search over one partition.
 
     ``calls[i]``, ``starts[i]``, ``ends[i]`` (``None`` = indeterminate), ``readonly[i]``
-    describe op ``i``; `spec` is the model. ``groups[i]`` (default all 0) names the
+    describe op ``i``, ops in call order; `spec` is the model. ``groups[i]`` (default all 0) names the
     independent object op ``i`` touches when one search covers several (partitioning
     switched off): rule 2 then looks only at resets of the read's own group. Call `run` until it returns True
     (linearizable) or False (not); `final` / `best` then hold the linearization found /
@@ -113,7 +113,7 @@ class Search:
         # all (`rep`), which stays pending once linearized; `members[rep]`: their call times
         self.relaxed = relaxed  # rule 5: classes used at will, no counts
         self.ends = list(ends)
-        self.rep, self.members = classes(calls, starts, ends)
+        self.rep, self.members = classes(calls, ends)
         self.mcall = {r: [starts[o] for o in ops] for r, ops in self.members.items()}
         self.keep = [relaxed and self.rep[i] == i for i in range(n)]
         self.rejected = 0  # relaxed linearizations found that no real one matches
@@ -260,8 +260,8 @@ class Search:
         wnxt = [0] * (m + 2)
         wprv = [0] * (m + 2)
         t = m
-        for _, kind, i in ents:
-            if kind == 0 and watched[i]:
+        for i in (sorted(range(self.n), key=call_entry.__getitem__) if self.has_watch else ()):
+            if watched[i]:
                 ce = call_entry[i]
                 wnxt[t] = ce
                 wprv[ce] = t
@@ -278,11 +278,12 @@ class Search:
         heads = (self.H_RET, self.H_RO, self.H_MUT, self.H_IND)
         ends = (self.E_RET, self.E_RO, self.E_MUT, self.E_IND)
         tails = {h: h for h in heads}
+        call_entry, ret_entry = self.call_entry, self.ret_entry
         for _, kind, i in ents:
-            idx = self.call_entry[i] if kind == 0 else self.ret_entry[i]
             h = head_of(kind, i)
             if h < 0:
                 continue  # an op of a class other than its first
+            idx = ret_entry[i] if kind else call_entry[i]
             t = tails[h]
             nxt[t] = idx
             prv[idx] = t
