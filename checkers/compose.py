@@ -17,11 +17,12 @@ the run alike (`Run` states what `harness.analysis` gives).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from contracts.errors import InputError
+from contracts.protocols import Checker
 
 UNKNOWN = "unknown"
 MERGED_KEYS = ("valid", "anomaly_types", "anomalies", "anomaly_counts")
@@ -36,14 +37,7 @@ class Run(Protocol):
     def events(self) -> Iterable[Mapping[str, Any]]: ...  # the history's events, one validated pass
 
     @property
-    def allowed(self) -> Sequence[str]: ...  # the anomaly types the run's configuration may show
-
-    @property
-    def policies(self) -> Sequence[str]: ...  # the named policies `allowed` came from
-
-
-class Checker(Protocol):
-    def check(self, run: Any) -> dict[str, Any]: ...
+    def policy(self) -> Any: ...  # the run's loss rules (checkers.policy.Policy), for a checker that reads them
 
 
 def _rank(valid: Any) -> int:

@@ -125,7 +125,7 @@ class RunInputs:
 
 
 class WorkloadCheck:
-    """The workload's checker (`analyze`) as a `checkers.compose.Checker`; keeps what the plots
+    """The workload's checker (`analyze`) as a `contracts.protocols.Checker`; keeps what the plots
     draw from (`plots`, None until checked)."""
 
     def __init__(self, wl: Workload):
@@ -140,7 +140,7 @@ class WorkloadCheck:
 
 @dataclass
 class LivenessCheck:
-    """`checkers.liveness` as a `checkers.compose.Checker`, over the run's shared pass."""
+    """`checkers.liveness` as a `contracts.protocols.Checker`, over the run's shared pass."""
 
     keys: Sequence[str]
     bound_s: float

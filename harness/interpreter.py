@@ -11,7 +11,7 @@ generator, on the completion queue, at most 0.2 s at a time so that `stop` is no
 returns when the generator is exhausted and no op is in flight, or when `stop` is set (ops
 still in flight stay open in the history: indeterminate).
 
-Clients (`workloads.base.Client`): `invoke(op) -> {"type": ok|fail|info, "value": ..., ...}`
+Clients (`contracts.protocols.Client`): `invoke(op) -> {"type": ok|fail|info, "value": ..., ...}`
 and `close()`. A client is opened lazily per process by `clients(thread, process)`. An op
 that completes `info` or raises ends its process: the client is closed and the loop
 continues the thread under process `process + threads` (docs/ARCHITECTURE.md: a process
@@ -34,7 +34,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from contracts.generator import NEMESIS_THREAD, Generator
 from contracts.generator.loop import (
@@ -46,16 +46,12 @@ from contracts.generator.loop import (
     completion_event,
     nemesis_event,
 )
+from contracts.protocols import Client
 
 __all__ = ["NEMESIS", "Client", "EventSink", "GeneratorStuck", "RunStats", "ThreadedExecutor", "run"]
 
 NEMESIS = NEMESIS_THREAD  # the nemesis thread's process
 POLL_S = 0.2  # the longest the loop waits at once: `stop` is noticed within it
-
-
-class Client(Protocol):
-    def invoke(self, op: Mapping[str, Any]) -> dict[str, Any]: ...
-    def close(self) -> None: ...
 
 
 class _Worker:

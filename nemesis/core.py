@@ -49,6 +49,7 @@ from typing import Any, Protocol
 
 from clusters.node import Cluster
 from contracts.history import FINAL_HEAL_F
+from contracts.protocols import DB
 from nemesis import grudge as G
 from nemesis.net import IptablesNet
 from nemesis.targets import MetadataSource, resolve
@@ -62,17 +63,6 @@ class FaultOp:
     value: Any = None
 
 
-class ProcessDB(Protocol):
-    """What process faults need from a DB (clusters.db.BrokerDB has it)."""
-
-    def kill(self, node: Any) -> None: ...
-    def start(self, node: Any) -> int: ...
-    def stop(self, node: Any) -> None: ...
-    def pause(self, node: Any) -> None: ...
-    def resume(self, node: Any) -> None: ...
-    def running(self, node: Any) -> bool: ...
-
-
 class EventSink(Protocol):
     def append(self, event: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -80,7 +70,7 @@ class EventSink(Protocol):
 class Nemesis:
     """Faults for `cluster` (and `db`'s processes), recorded into `history` (a HistoryWriter)."""
 
-    def __init__(self, cluster: Cluster, db: ProcessDB | None = None, history: EventSink | None = None,
+    def __init__(self, cluster: Cluster, db: DB | None = None, history: EventSink | None = None,
                  rng: random.Random | None = None, metadata: MetadataSource | None = None,
                  wait_ready: Callable[..., None] | None = None):
         self.cluster = cluster
@@ -215,7 +205,7 @@ class Nemesis:
 
     # ----------------------------------------------------------------- processes
 
-    def _need_db(self) -> ProcessDB:
+    def _need_db(self) -> DB:
         if self.db is None:
             raise ValueError("process faults need a DB")
         return self.db
