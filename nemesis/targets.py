@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+ROLES = ("controller", "leader", "isr-followers", "replicas", "lone-leader")  # the roles `resolve` knows
+
+
 class TargetError(ValueError):
     """A target spec that cannot be resolved (bad spec, or the role has no node right now)."""
 
@@ -225,7 +228,7 @@ def resolve(spec: Any, nodes: Sequence[str], rng: random.Random, *,
             return [_node_of(md, b, by_address) for b in info.isrs if b != info.leader]
         if role == "replicas":
             return [_node_of(md, b, by_address) for b in info.replicas]
-        raise TargetError(f"unknown role {role!r} (controller, leader, isr-followers, replicas, lone-leader)")
+        raise TargetError(f"unknown role {role!r} ({', '.join(ROLES)})")
     raise TargetError(f"bad target spec {spec!r}")
 
 
