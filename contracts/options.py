@@ -91,6 +91,9 @@ class GeneralOptions:
     collect_data: bool = opt(True, "collect node logs but not their data directories", flag="--no-data",
                              invert=True)
     results: str | None = opt(None, "results root (default ./results or $WRACK_RESULTS)", metavar="DIR")
+    schedule: str | None = opt(None, "play the fault schedule in FILE (a run's schedule.json, or one `wrack shrink` "
+                                     "wrote) instead of drawing one; its options and seed stand for those left at "
+                                     "their defaults", metavar="FILE")
 
 
 def flag_of(f: Field) -> str:

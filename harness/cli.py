@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "demo": "harness.cmd_demo",
     "cluster": "harness.cmd_cluster",
     "test": "harness.cmd_test",
+    "rerun": "harness.cmd_rerun",
+    "shrink": "harness.cmd_shrink",
     "analyze": "harness.cmd_analyze",
     "report": "harness.cmd_report",
     "campaign": "harness.cmd_campaign",

@@ -16,11 +16,13 @@ thread (`contracts.generator.nemesis(...)`), so client ops and faults run on one
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from contracts.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator, Pending
 from contracts.history import NEMESIS
+from harness.schedule_file import PackageOp, replay
 from nemesis.core import FaultOp, Nemesis
 from nemesis.schedule import FaultPackage, combined, final_ops, rotation
 
@@ -63,22 +65,45 @@ class ScheduleGenerator(Generator):
     takes seconds: the fault-free period after it stays as long as the schedule says).
 
     The schedule has its own rng (derived from the test's seed), so the faults and their
-    order replay for a seed whatever the clients do."""
+    order replay for a seed whatever the clients do. Each op names its package (`package`),
+    so the run's schedule.json can say which package played what (harness/schedule_file.py).
+
+    `ScheduleGenerator.played(actions)` plays a schedule file's actions instead: each at its
+    `at_s` (seconds since the workload started), or when the one before it ended if later."""
 
     def __init__(self, packages: Sequence[Any], interval: float, rng: random.Random, rotate: bool = False):
         play = rotation if rotate else combined
-        self.it = play(list(packages), interval, rng) if packages else iter(())
+        tagged = [_tagging(p) for p in packages]
+        self.it: Iterator[tuple[float, FaultOp]] = play(tagged, interval, rng) if packages else iter(())
+        self.absolute = False
         self.next_time: int | None = None
+
+    @classmethod
+    def played(cls, actions: Sequence[Any]) -> ScheduleGenerator:
+        gen = cls([], 1.0, random.Random(0))
+        gen.it, gen.absolute = replay(actions), True
+        return gen
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
         if NEMESIS_THREAD not in ctx.free:
             return PENDING
         try:
-            delay, fop = next(self.it)
+            when, fop = next(self.it)
         except StopIteration:
             return None
-        self.next_time = ctx.time + int(delay * NS)
-        return {"process": NEMESIS, "f": fop.f, "value": fop.value, "time": self.next_time}
+        self.next_time = max(ctx.time, int(when * NS)) if self.absolute else ctx.time + int(when * NS)
+        return {"process": NEMESIS, "f": fop.f, "value": fop.value, "time": self.next_time,
+                "package": getattr(fop, "package", "")}
+
+
+def _tagging(p: FaultPackage) -> FaultPackage:
+    """`p` whose ops name it (`PackageOp`)."""
+    stop = PackageOp(p.stop.f, p.stop.value, p.name) if p.stop is not None else None
+    return replace(p, start=lambda rng: _tag(p.start(rng), p.name), stop=stop)
+
+
+def _tag(op: FaultOp, name: str) -> PackageOp:
+    return PackageOp(op.f, op.value, name)
 
 
 def heal_op() -> dict[str, Any]:
@@ -86,13 +111,15 @@ def heal_op() -> dict[str, Any]:
     return {"process": NEMESIS, "f": HEAL_F, "value": None}
 
 
-def nemesis_client(nem: Nemesis, packages: Sequence[FaultPackage],
-                   ready_timeout: float = 30.0) -> Callable[[dict[str, Any]], Any]:
+def nemesis_client(nem: Nemesis, packages: Sequence[FaultPackage], ready_timeout: float = 30.0,
+                   on_played: Callable[[dict[str, Any], Any], None] | None = None
+                   ) -> Callable[[dict[str, Any]], Any]:
     """The interpreter's nemesis (Jepsen's nemesis client): a scheduled fault op is performed
     and recorded by `nem`; the heal op is its `final_heal` with the packages' final ops,
     waiting at most `ready_timeout` s for each node to be ready (a node not ready by the
     recovery time limit fails the liveness check whatever comes later). A fault that fails
-    is recorded as `nemesis-error` and the test goes on."""
+    is recorded as `nemesis-error` and the test goes on. `on_played(op, event)` hears every
+    scheduled op played (the recorded event, None for one that failed): the run's schedule.json."""
     finals = final_ops(packages)
 
     def invoke(op: dict[str, Any]) -> Any:
@@ -100,10 +127,13 @@ def nemesis_client(nem: Nemesis, packages: Sequence[FaultPackage],
             if op["f"] == HEAL_F:
                 nem.final_heal(finals, ready_timeout)
                 return None
-            return nem.invoke(FaultOp(op["f"], op.get("value")))
+            event = nem.invoke(FaultOp(op["f"], op.get("value")))
         except Exception as e:  # noqa: BLE001 - recorded, the test goes on
             nem.record("nemesis-error", {"f": op["f"], "spec": op.get("value"),
                                          "error": f"{type(e).__name__}: {e}"})
-            return None
+            event = None
+        if on_played is not None:
+            on_played(op, event)
+        return event
 
     return invoke

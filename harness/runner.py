@@ -47,16 +47,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import suites
 from clusters.backends import BACKENDS, backend
 from clusters.node import ClusterSpec
 from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
 from contracts.history import HistoryWriter, clock_anchor
-from harness import interpreter
+from contracts.options import GeneralOptions
+from harness import interpreter, schedule_file
 from harness.analysis import check_run, render_outputs
 from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
-from harness.options import SPEC, TestOptions, for_system, foreign, workload_of
+from harness.options import DEFAULTS, SPEC, TestOptions, for_system, foreign, workload_of
 from harness.progress import Progress
 from nemesis.core import Nemesis
 from nemesis.guard import always_heal
@@ -107,17 +109,36 @@ def validate(o: TestOptions) -> None:
             bad(opt, f"{v} must be positive")
     if o.test_count < 1:
         bad("test-count", "at least 1")
+    if o.schedule is not None:
+        apply_schedule(o, schedule_file.load(o.schedule, system))
     try:
         gen.parse_concurrency(o.concurrency, o.nodes)
     except ValueError as e:
         bad("concurrency", str(e))
     system.validate(o)
     try:
-        fault_packages(o.nemesis, system, {"t": 1})
+        if o.schedule is None:
+            fault_packages(o.nemesis, system, {"t": 1})
     except ValueError as e:
         bad("nemesis", str(e))
     if o.backend not in BACKENDS:
         bad("backend", f"unknown backend {o.backend!r} (known: {', '.join(sorted(BACKENDS))})")
+
+
+def apply_schedule(o: TestOptions, sched: schedule_file.Schedule) -> None:
+    """A schedule file's options (and seed) for every one of them `o` leaves at its default
+    (harness/schedule_file.py)."""
+    for k, v in sched.options.items():
+        if getattr(o, k) == getattr(DEFAULTS, k):
+            setattr(o, k, v)
+    if o.seed is None and sched.seed is not None:
+        o.seed = sched.seed
+
+
+def takes(o: TestOptions) -> list[str]:
+    """The options `o`'s system takes (the general ones and its own groups')."""
+    groups = {GeneralOptions, *suites.option_groups(o.db)}
+    return [f.name for f in SPEC if SPEC.group_of(f.name) in groups]
 
 
 class Timings:
@@ -154,6 +175,8 @@ class Test:
     cluster: Any = None
     db: Any = None
     nemesis: Nemesis | None = None
+    schedule: schedule_file.Schedule | None = None  # the file `--schedule` plays, if any
+    recorder: schedule_file.Recorder | None = None  # the actions played (schedule.json)
     collecting: _Collecting | None = None
     history: HistoryWriter | None = None
     error: str | None = None
@@ -213,8 +236,15 @@ def new_test(o: TestOptions, progress: Progress, campaign: dict[str, Any] | None
         record["campaign"] = campaign
     system = for_system(o)
     wl = system.make_workload(o.workload, record["options"])
-    test = Test(o, seed, run_dir, record, progress, system, wl, fault_packages(o.nemesis, system, wl.topics()),
-                clients + wl.send_lanes())
+    sched = schedule_file.load(o.schedule, system) if o.schedule is not None else None
+    if sched is not None:
+        table = system.fault_packages(wl.topics())[0]
+        packages = [table[n]() for n in sched.packages]
+        record["schedule"] = {"file": str(Path(o.schedule).resolve()), "actions": len(sched.actions)}
+    else:
+        packages = fault_packages(o.nemesis, system, wl.topics())
+    test = Test(o, seed, run_dir, record, progress, system, wl, packages, clients + wl.send_lanes(),
+                schedule=sched)
     test.save()
     return test
 
@@ -232,6 +262,7 @@ def cluster_up(test: Test) -> Iterator[None]:
     test.db = test.system.make_db(o, test.cluster)
     test.nemesis = Nemesis(test.cluster, test.db, test, rng=random.Random(f"{test.seed}/targets"),
                            metadata=test.system.metadata(test.db, test.cluster))
+    test.recorder = schedule_file.Recorder([n.name for n in test.cluster.nodes])
     prepare_faults(test.nemesis, test.packages)  # node-side fault machinery (LazyFS, clocks): before db.setup
     test.collecting = _Collecting(test.db, o.collect_data)
     with always_heal(test.cluster, nemesis=test.nemesis, db=test.collecting, run_dir=str(test.run_dir / "nodes")):
@@ -284,8 +315,11 @@ def run_case(test: Test) -> None:
     o, wl = test.options, test.workload
     test.timings.lap("setup")
     _preload_reporting()
-    schedule = ScheduleGenerator(test.packages, o.nemesis_interval, random.Random(f"{test.seed}/schedule"),
-                                 rotate=rotates(o.nemesis))
+    if test.schedule is not None:  # --schedule FILE: its actions, nothing drawn
+        schedule = ScheduleGenerator.played(test.schedule.actions)
+    else:
+        schedule = ScheduleGenerator(test.packages, o.nemesis_interval, random.Random(f"{test.seed}/schedule"),
+                                     rotate=rotates(o.nemesis))
     # no fault starts after the time limit; the workload goes on while one under way plays out
     # (a story that began late reaches its trigger under load), at most another time limit
     main = gen.any_of(gen.while_nemesis_busy(o.time_limit, o.time_limit, gen.clients(gen.rate(o.rate, wl.generator()))),
@@ -300,7 +334,8 @@ def run_case(test: Test) -> None:
                             clients=lambda thread, process: wl.client(thread, process,
                                                                       _bootstrap_for(test.db, nodes, thread)),
                             history=test.history, rng=random.Random(test.seed),
-                            nemesis=nemesis_client(test.nemesis, test.packages, ready_timeout=o.recovery_time_limit),
+                            nemesis=nemesis_client(test.nemesis, test.packages, ready_timeout=o.recovery_time_limit,
+                                                   on_played=test.recorder.played if test.recorder else None),
                             on_event=test.progress.event)
     test.timings.lap("final" if final is not None else "heal")
     test.record["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
@@ -341,11 +376,23 @@ def collect_nodes(test: Test) -> None:
 
 def end_record(test: Test) -> None:
     test.timings.lap("teardown")
+    write_schedule(test)
     test.record["end"] = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
     test.record["timings"] = test.timings.marks
     if test.error:
         test.record["error"] = test.error
     test.save()
+
+
+def write_schedule(test: Test) -> None:
+    """schedule.json: the fault actions the run played (harness/schedule_file.py), with the
+    packages it prepared and the options that shape a schedule; none when no cluster was made."""
+    if test.recorder is None:
+        return
+    o = test.options
+    sched = schedule_file.Schedule(test.recorder.actions, [p.name for p in test.packages], o.db, test.seed,
+                                   schedule_file.shaping_options(o.to_dict(), takes(o)))
+    sched.write(test.run_dir / "schedule.json")
 
 
 def analyze(test: Test) -> RunOutcome:
