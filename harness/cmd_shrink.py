@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
     if say:
         say(f"{describe(fp)}; {len(original.actions)} fault actions, budget {args.budget_s:.0f} s, "
             f"each candidate up to {args.times} run(s)")
-    outcome = Shrinker(original, trials, times=args.times, budget_s=args.budget_s, on_step=say).run()
+    fat = (stored.results or {}).get("first_anomaly_time")
+    outcome = Shrinker(original, trials, times=args.times, budget_s=args.budget_s, on_step=say,
+                       hint_s=fat / 1e9 if isinstance(fat, (int, float)) else None).run()
     minimal = outcome.schedule
     path = minimal.write(folder / "minimal-schedule.json")
     replay = shlex.join(["wrack", "test", *reproduce.flags(stored.test["options"]), "--schedule", str(path)])

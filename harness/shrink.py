@@ -6,6 +6,9 @@ when one of up to K runs of it shows the bug (`trial(candidate) -> bool`; a bug 
 2 or 3 of 3 runs, so one miss proves nothing; the first run that shows it ends the candidate's
 tries). The passes, cheapest first, each repeated while it gains:
 
+0. focus (when the run says when its first anomaly happened, `hint_s`): only the actions from
+   `BEFORE_S` before it to `AFTER_S` after it, moved earlier, the time limit cut: one guess
+   that makes every later run short when it holds;
 1. packages: drop whole fault packages (all their actions), by ddmin (halves, then quarters...);
 2. time: move the actions earlier (the first at `LEAD_S`, the gaps kept) and end the time
    limit `TAIL_S` after the last one, so every later run is shorter (again after 3.);
@@ -31,6 +34,7 @@ from typing import Any
 from contracts.errors import InputError
 from harness.schedule_file import Action, Schedule
 
+BEFORE_S, AFTER_S = 20.0, 10.0  # the focus window around the first anomaly
 LEAD_S = 5.0  # the first action of a moved schedule starts this long after the workload
 TAIL_S = 15.0  # a shortened time limit ends this long after the last action starts
 # option -> the smaller values to try, in order (a value not below the current one is skipped)
@@ -54,8 +58,9 @@ class Shrinker:
 
     def __init__(self, original: Schedule, trial: Callable[[Schedule], bool], times: int = 2,
                  budget_s: float = 1200.0, clock: Callable[[], float] = time.monotonic,
-                 on_step: Callable[[str], None] | None = None):
+                 on_step: Callable[[str], None] | None = None, hint_s: float | None = None):
         self.best = original
+        self.hint_s = hint_s
         self.trial = trial
         self.times = max(1, times)
         self.budget_s = budget_s
@@ -103,6 +108,7 @@ class Shrinker:
     # ----------------------------------------------------------------- the passes
 
     def run(self) -> Outcome:
+        self.focus()
         self.packages()
         self.shorten()
         self.actions()
@@ -135,17 +141,27 @@ class Shrinker:
 
         self._ddmin(used, make, "packages")
 
-    def shorten(self) -> None:
-        acts = self.best.actions
+    def focus(self) -> None:
+        if self.hint_s is None:
+            return
+        acts = [a for a in self.best.actions if self.hint_s - BEFORE_S <= a.at_s <= self.hint_s + AFTER_S]
+        if acts and len(acts) < len(self.best.actions):
+            self.shorten(replace(self.best, actions=acts, packages=[p for p in self.best.packages
+                                                                    if any(a.package == p for a in acts)]),
+                         f"focus: {len(acts)} actions around the first anomaly at {self.hint_s:.0f} s")
+
+    def shorten(self, base: Schedule | None = None, what: str = "time") -> None:
+        base = base or self.best
+        acts = base.actions
         if not acts:
             return
         shift = max(0.0, acts[0].at_s - LEAD_S)
         moved = [replace(a, at_s=a.at_s - shift) for a in acts]
         limit = round(moved[-1].at_s + TAIL_S, 1)
-        if shift < 1.0 and limit >= float(self.best.options.get("time_limit", limit + 1)):
+        if base is self.best and shift < 1.0 and limit >= float(base.options.get("time_limit", limit + 1)):
             return
-        cand = replace(self.best, actions=moved, options={**self.best.options, "time_limit": limit})
-        self.attempt(cand, f"time: actions {shift:.0f} s earlier, time limit {limit:.0f} s")
+        cand = replace(base, actions=moved, options={**base.options, "time_limit": limit})
+        self.attempt(cand, f"{what}: actions {shift:.0f} s earlier, time limit {limit:.0f} s")
 
     def actions(self) -> None:
         def make(keep: list[Action]) -> Schedule:

@@ -154,3 +154,11 @@ def test_each_candidate_gets_k_runs_and_the_budget_stops_runs():
     out = Shrinker(sched, slow, times=2, budget_s=250.0, clock=lambda: t[0]).run()
     assert out.out_of_budget and out.tries == 2  # the third run would overrun 250 s
     assert replace(sched, actions=[]).used_packages() == []
+
+
+def test_the_focus_guess_around_the_first_anomaly_costs_one_candidate():
+    sched = _schedule(12)  # kill-leader at 7, 23, 39 s; partitions at 3, 19, 35 s
+    runs = FakeRuns()
+    out = Shrinker(sched, runs, times=2, budget_s=1e9, hint_s=25.0).run()
+    assert "focus" in out.steps[0] and "kept" in out.steps[0]
+    assert [a.package for a in out.schedule.actions] == ["kill-leader", "partition"]
