@@ -37,7 +37,7 @@ from typing import Any
 from contracts.generator import Generator
 from contracts.options import GeneralOptions
 from contracts.protocols import Client
-from workloads.kafka_io import KafkaIO, open_io
+from workloads.kafka_io import MAX_IN_FLIGHT, KafkaIO, open_io
 from workloads.options import KAFKA_DEFAULTS
 
 GENERAL = GeneralOptions()
@@ -65,6 +65,7 @@ class WorkloadOptions:
     send_p: float = 0.5  # share of sends among sends and polls (of the consuming clients)
     txn_p: float = KAFKA_DEFAULTS.txn_p  # share of `txn` ops among the consuming clients' ops (> 0: transactional)
     idempotent: bool = True  # acks=all producers are idempotent; a system without it sets False (its factories)
+    idempotence: bool = KAFKA_DEFAULTS.idempotence  # `--idempotence`: up to 5 requests in flight (kafka_io)
 
     @classmethod
     def from_test(cls, options: Mapping[str, Any]) -> WorkloadOptions:
@@ -139,7 +140,15 @@ class BaseWorkload:
         o = self.opts
         extra = {} if transactional_id is None else {"transactional_id": transactional_id}
         return lambda acks: open_io(o.client, bootstrap, acks=acks, timeout=o.request_timeout,
-                                    client_id=f"p{process}", idempotent=o.idempotent, **extra)
+                                    client_id=f"p{process}", idempotent=o.idempotent,
+                                    in_flight=in_flight(o), **extra)
+
+
+def in_flight(o: WorkloadOptions) -> int:
+    """Requests a producer keeps in flight per connection: 5 with `--idempotence` (as
+    applications run idempotent producers: the broker must order and deduplicate retried
+    batches, KIP-98), else 1."""
+    return MAX_IN_FLIGHT if o.idempotence and o.idempotent else 1
 
 
 def key_of(topic: str, partition: int) -> str:

@@ -42,7 +42,10 @@ retrying, possibly written, new sequence numbers from 0, which no broker can rec
 (librdkafka's introduction, "Message timeout considerations"; seen as `duplicate` in the
 safe configuration). Idempotent producers therefore never time out messages
 (`message.timeout.ms` 0); the harness bounds each send itself (`timeout` + 1 s, then
-indeterminate), and what is still queued at the end is purged. Other acks (librdkafka
+indeterminate), and what is still queued at the end is purged. They keep one request in
+flight per connection, unless `in_flight` says more (`--idempotence`: up to
+`MAX_IN_FLIGHT`, as applications run them; the broker must then order and deduplicate
+up to five outstanding batches per partition, KIP-98). Other acks (librdkafka
 allows idempotence only with acks=all) make one counted attempt (`retries=0`), and their uncounted resends remain. Either way an error in a delivery
 report is the last attempt's, so the send is indeterminate whatever the code
 (`ClientError(retried=True)`, see workloads.errors). Only errors raised by `produce()` itself
@@ -68,6 +71,7 @@ TP = tuple[str, int]
 LIBRDKAFKA_LOG = logging.getLogger("wrack.librdkafka")
 LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 LIBRDKAFKA_LOG.propagate = False
+MAX_IN_FLIGHT = 5  # what Kafka's idempotent producers allow per connection (KIP-98)
 
 
 class KafkaIO(Protocol):
@@ -93,24 +97,26 @@ def _value(raw: bytes | None) -> Any:
         return raw.decode(errors="replace")
 
 
-def producer_delivery(acks: str, timeout_ms: int, idempotent: bool = True) -> dict[str, Any]:
+def producer_delivery(acks: str, timeout_ms: int, idempotent: bool = True, in_flight: int = 1) -> dict[str, Any]:
     """librdkafka's delivery settings for `acks` (module docstring): acks=all sends are
-    idempotent (the broker drops a resent batch it already has) and never time out in the
-    client (`message.timeout.ms` 0: a timeout would bump the producer epoch and resend
-    possibly written records under new sequence numbers); other acks, and acks=all when
-    `idempotent` is off (a broker without the idempotent producer), make one counted
-    attempt within `timeout_ms`."""
+    idempotent (the broker drops a resent batch it already has), retried without limit
+    and never time out in the client (`message.timeout.ms` 0: a timeout would bump the
+    producer epoch and resend possibly written records under new sequence numbers), with
+    `in_flight` requests per connection (at most `MAX_IN_FLIGHT`); other acks, and acks=all
+    when `idempotent` is off (a broker without the idempotent producer), make one counted
+    attempt within `timeout_ms`, one request in flight."""
     if acks == "all" and idempotent:
-        return {"acks": "all", "enable.idempotence": True, "message.timeout.ms": 0}
+        return {"acks": "all", "enable.idempotence": True, "message.timeout.ms": 0,
+                "max.in.flight.requests.per.connection": max(1, min(in_flight, MAX_IN_FLIGHT))}
     return {"acks": str(acks), "enable.idempotence": False, "message.send.max.retries": 0,
-            "message.timeout.ms": timeout_ms}
+            "message.timeout.ms": timeout_ms, "max.in.flight.requests.per.connection": 1}
 
 
 class ConfluentIO:
     """confluent-kafka (librdkafka)."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 transactional_id: str | None = None, idempotent: bool = True):
+                 transactional_id: str | None = None, idempotent: bool = True, in_flight: int = 1):
         # lazy: optional client (harness extra), ~30 ms; only --client confluent loads it
         import confluent_kafka as ck
 
@@ -121,8 +127,7 @@ class ConfluentIO:
                   "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
                   "topic.metadata.refresh.interval.ms": 2000, "metadata.max.age.ms": 5000,
                   "socket.connection.setup.timeout.ms": ms, "log_level": 0, "logger": LIBRDKAFKA_LOG}
-        self._producer_conf = {**common, **producer_delivery(acks, ms, idempotent), "linger.ms": 0,
-                               "max.in.flight.requests.per.connection": 1,
+        self._producer_conf = {**common, **producer_delivery(acks, ms, idempotent, in_flight), "linger.ms": 0,
                                "request.timeout.ms": ms, "retry.backoff.ms": 50}
         self._consumer_conf = {**common, "group.id": f"wrack-{client_id}", "enable.auto.commit": False,
                                "auto.offset.reset": "earliest", "enable.partition.eof": False,
@@ -131,7 +136,8 @@ class ConfluentIO:
         self.transactional_id = transactional_id
         if transactional_id is not None:
             self._producer_conf.update({"transactional.id": transactional_id, "acks": "all",
-                                        "enable.idempotence": True, "transaction.timeout.ms": max(ms * 2, 10000)})
+                                        "enable.idempotence": True, "transaction.timeout.ms": max(ms * 2, 10000),
+                                        "max.in.flight.requests.per.connection": max(1, min(in_flight, MAX_IN_FLIGHT))})
             self._consumer_conf["isolation.level"] = "read_committed"
         self._producer: Any = None
         self._consumer: Any = None
@@ -330,7 +336,7 @@ class KafkaPythonIO:
     """kafka-python."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 transactional_id: str | None = None, idempotent: bool = True):
+                 transactional_id: str | None = None, idempotent: bool = True, in_flight: int = 1):
         if transactional_id is not None:
             raise ValueError("transactions need --client confluent")
         # lazy: optional client (harness extra), ~0.2 s; only --client kafka-python loads it
@@ -445,8 +451,9 @@ class ConfluentSender:
     every delivery-report error is indeterminate (module docstring)."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 idempotent: bool = True):
-        self._io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id, idempotent=idempotent)
+                 idempotent: bool = True, in_flight: int = 1):
+        self._io = ConfluentIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id, idempotent=idempotent,
+                               in_flight=in_flight)
         self._ck = self._io._ck
         self.timeout = timeout
         self._producer = self._io.producer
@@ -521,7 +528,7 @@ class KafkaPythonSender:
     """kafka-python's producer is thread-safe: one `KafkaPythonIO` serves every sender."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 idempotent: bool = True):
+                 idempotent: bool = True, in_flight: int = 1):
         self._io = KafkaPythonIO(bootstrap, acks=acks, timeout=timeout, client_id=client_id)
 
     def send(self, topic: str, partition: int, value: int) -> int:

@@ -28,6 +28,9 @@ class KafkaClientOptions:
                             "transactions of sends and polls; read_committed consumers; --client confluent)",
                        metavar="P")
     client: str = opt("confluent", "confluent (librdkafka) or kafka-python", choices=("confluent", "kafka-python"))
+    idempotence: bool = opt(False, "idempotent producers as applications run them: enable.idempotence, retries "
+                                   "on, up to 5 requests in flight per connection (acks=all, --client confluent); "
+                                   "a duplicate is then the broker's bug")
 
 
 KAFKA_DEFAULTS = KafkaClientOptions()

@@ -55,7 +55,7 @@ from typing import Any
 from checkers import queue as qc
 from contracts import generator as gen
 from contracts.generator import PENDING, Context, Generator, Pending
-from workloads.base import BaseWorkload, WorkloadAnalysis, WorkloadOptions, key_of, split_key
+from workloads.base import BaseWorkload, WorkloadAnalysis, WorkloadOptions, in_flight, key_of, split_key
 from workloads.errors import ClientError
 from workloads.kafka_io import KafkaIO, Sender, open_sender
 
@@ -436,7 +436,7 @@ class QueueWorkload(BaseWorkload):
                 o = self.opts
                 self.sender_pool = SenderPool(lambda acks: open_sender(
                     o.client, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}",
-                    idempotent=o.idempotent))
+                    idempotent=o.idempotent, in_flight=in_flight(o)))
             return SendLane(self.sender_pool, self.opts)
         txn_id = f"wrack-txn-t{thread}" if self.opts.txn_p > 0 else None
         return QueueClient(self.io_factory(process, bootstrap, txn_id), self.opts)

@@ -65,13 +65,17 @@ def check_kafka_clients(o: Any, bad: Callable[[str, str], None]) -> None:
         bad("in-flight", f"{o.in_flight} must not be negative")
     if not 0 <= o.txn_p <= 1 or o.txn_p > 0 and o.client != "confluent":
         bad("txn-p", f"{o.txn_p} must be between 0 and 1, and transactions need --client confluent")
+    if o.idempotence and o.acks != "all":
+        bad("idempotence", f"needs --acks all (an idempotent producer writes with acks=all), not --acks {o.acks}")
+    if o.idempotence and o.client != "confluent":
+        bad("idempotence", f"needs --client confluent (not {o.client})")
 
 
 def test_name(o: Any, workload: str) -> str:
-    """The default run name: workload, acks, min ISR when not the default, faults, switched-off
-    safeguards, unclean election."""
+    """The default run name: workload, acks, idempotence, min ISR when not the default, faults,
+    switched-off safeguards, unclean election."""
     faults = "+".join(o.nemesis) or "nofaults"
-    parts = [workload, f"acks{o.acks}", faults]
+    parts = [workload, f"acks{o.acks}" + ("-idem" if o.idempotence else ""), faults]
     if o.min_isr != DEFAULTS.min_isr:
         parts.insert(2, f"minisr{o.min_isr}")
     if o.safeguards_off:

@@ -13,6 +13,8 @@ Loss is allowed only where the protocol makes no promise (reasoning in docs/harn
 - min ISR < 2 (or RF 1) -> `min-isr1`;
 - unclean leader election on (`--unclean-election`) -> `unclean-election`;
 - transactions (`--txn-p`) -> `txn`;
+- idempotent producers (`--idempotence`) allow nothing: a note says a duplicate is a bug
+  (as everywhere: no policy allows `duplicate`);
 - more lossy shutdowns of one partition's replicas at once than min.insync.replicas - 1
   (seed 002, 5.1-5.2: the ELR's bound; counted by suites/wrack/lossy.py from the fault events,
   the observed ISRs and the controller's ISR changes in the nodes' logs) ->
@@ -38,6 +40,9 @@ from suites.wrack.lossy import Durability, Loss, durability
 
 LOSSY_SHUTDOWNS = "power-loss-unflushed"  # the named policy for a partition over the ELR's bound
 SHOWN = 10  # lossy shutdowns named in a note (all of them are in `durability`)
+IDEMPOTENCE_NOTE = ("idempotent producers (--idempotence, up to 5 requests in flight): the leader recognises a "
+                    "retried batch by its producer id, epoch and sequence, so a duplicate is the broker's bug "
+                    "whatever the faults (KIP-98); no policy allows one")
 
 
 def _flush_per_message(flush_policy: Any) -> bool:
@@ -126,6 +131,8 @@ def choose(options: Mapping[str, Any], *, incomplete: bool = False,
                           "final read not done"))
     if not picks:
         notes.append(WHY["strict"] + ", no anomaly is allowed")
+    if options.get("idempotence"):
+        notes.append(IDEMPOTENCE_NOTE)
     if options.get("safeguards_off"):
         notes.append("safeguards switched off (" + ", ".join(options["safeguards_off"]) +
                      "): nothing more is allowed; the run is meant to find the bug they guard against")

@@ -109,8 +109,26 @@ def test_acks_all_producers_are_idempotent_and_others_make_one_attempt():
     assert "message.send.max.retries" not in producer_delivery("all", 5000)
     for acks in ("1", "0"):
         assert producer_delivery(acks, 5000) == {"acks": acks, "enable.idempotence": False,
-                                                 "message.send.max.retries": 0, "message.timeout.ms": 5000}
+                                                 "message.send.max.retries": 0, "message.timeout.ms": 5000,
+                                                 "max.in.flight.requests.per.connection": 1}
     assert ConfluentIO("127.0.0.1:1", acks="all")._producer_conf["enable.idempotence"] is True
+
+
+def test_idempotence_keeps_up_to_five_requests_in_flight():
+    # --idempotence runs producers as applications do: retries on, up to 5 in flight, so the
+    # broker must order and deduplicate retried batches; without it one request is in flight
+    from workloads.base import WorkloadOptions, in_flight
+
+    assert in_flight(WorkloadOptions()) == 1
+    assert in_flight(WorkloadOptions(idempotence=True)) == 5
+    assert in_flight(WorkloadOptions(idempotence=True, idempotent=False)) == 1  # a broker without it
+    conf = ConfluentIO("127.0.0.1:1", acks="all", in_flight=5)._producer_conf
+    assert conf["max.in.flight.requests.per.connection"] == 5 and conf["enable.idempotence"] is True
+    assert "message.send.max.retries" not in conf and conf["message.timeout.ms"] == 0
+    txn = ConfluentIO("127.0.0.1:1", acks="all", in_flight=5, transactional_id="t")._producer_conf
+    assert txn["max.in.flight.requests.per.connection"] == 5
+    assert ConfluentIO("127.0.0.1:1", acks="1", in_flight=5)._producer_conf[
+        "max.in.flight.requests.per.connection"] == 1
 
 
 def test_idempotent_producers_never_time_out_messages():

@@ -60,7 +60,9 @@ def test_noop_run_folder_layout(tmp_path):
 
 def test_bad_options_exit_254(tmp_path):
     for args in (["--acks", "2"], ["--rf", "9"], ["--min-isr", "4"], ["--nemesis", "flood"], ["--concurrency", "x"],
-                 ["--workload", "nope"], ["--safeguard-off", "no-such-safeguard"], ["--time-limit", "0"]):
+                 ["--workload", "nope"], ["--safeguard-off", "no-such-safeguard"], ["--time-limit", "0"],
+                 ["--idempotence", "--acks", "1"], ["--idempotence", "--acks", "mixed"],
+                 ["--idempotence", "--client", "kafka-python"]):
         p = wrack("test", *args, "--results", str(tmp_path), "--quiet")
         assert p.returncode == 254, (args, p.stderr)
         assert "Traceback" not in p.stderr and p.stderr.strip().startswith("wrack: error:")
