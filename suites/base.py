@@ -6,8 +6,8 @@ name in suites/__init__.py. It sets `name`, `summary`, `option_groups`, `workloa
 `default_workload`, and writes `make_db` and `fault_packages`; the rest has defaults here:
 no options of its own to check, a name from the system, workload and faults, the DB's leader
 as the only role target (`nemesis.targets.LeaderMetadata`), nothing to prepare before the
-workload, no cluster observer, the loss rules that allow nothing, no explanation and no
-report section of its own.
+workload, no cluster observer, the loss rules that allow nothing, no explanation, no report section,
+cause line or coverage note of its own.
 """
 
 from __future__ import annotations
@@ -83,6 +83,19 @@ class Suite:
 
     def report_sections(self, results: Mapping[str, Any], test: Mapping[str, Any]) -> list[str]:
         """The system's own sections of report.html, as trusted HTML (rendered with autoescape)."""
+        return []
+
+    def cause(self, results: Mapping[str, Any], test: Mapping[str, Any]) -> str | None:
+        """The one-line cause of an invalid run the report leads with (e.g. the rule or
+        safeguard its explanations match), or None (the report words one from the anomalies)."""
+        return None
+
+    def coverage_notes(self, results: Mapping[str, Any], test: Mapping[str, Any],
+                       played: Mapping[str, int]) -> list[tuple[str, bool]]:
+        """What the report's coverage must say beyond the generic counts, as (text, missed)
+        pairs, e.g. that the fault meant to trigger a switched-off safeguard's bug never played
+        (`played`: package -> actions played, from schedule.json); `missed` true makes a valid
+        verdict say that it may have missed its bug."""
         return []
 
     def make_workload(self, name: str, options: Mapping[str, Any]) -> Workload:
