@@ -1,10 +1,14 @@
 """The run report: one self-contained HTML file that opens offline.
 
-`render_report(data)` is a pure function from a run's loaded contents to HTML:
-verdict first (with the time to the first anomaly), then the configuration, the anomalies
-with their explanations and the ops involved, the system under test's own sections
-(`SystemUnderTest.report_sections`, e.g. why each anomalous offset was lost), the plots
-(embedded PNGs), the timeline, per-node logs, and the loss rules that were applied. Everything is autoescaped: payload values from
+`render_report(data)` is a pure function from a run's loaded contents to HTML that leads
+with the bug (harness/report_lead.py): the verdict and its one-line cause first (with the time
+to the first anomaly and what the run tested less than it promised), then each anomaly with
+its explanation and the ops involved (examples in pages), the system under test's own
+sections (`SystemUnderTest.report_sections`, e.g. why each anomalous offset was lost), the
+plots (embedded PNGs), the commands that reproduce the run (rerun, shrink, replay its
+schedule), the coverage (which fault packages and stories played as planned), the
+configuration folded (only what differs from the defaults, only this system's options), then
+the loss rules that were applied, the faults, the timeline and per-node logs. Everything is autoescaped: payload values from
 the history stay text, never markup. No external resource is referenced (no CDN, no file
 links needed to render).
 
@@ -34,6 +38,7 @@ from checkers.timeline import fragment_from_page
 from contracts.errors import InputError
 from contracts.history import fault_windows, read_events
 from contracts.pairing import NEMESIS, Pairing, same_line
+from harness import report_lead as lead
 
 LOG_TAIL_LINES = 400
 PLOT_TITLES = {
@@ -61,6 +66,7 @@ class RunData:
     ops: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # op index -> its events
     counterexample: str | None = None  # the linearizability counterexample's page, relative to the run
     system_sections: list[str] = field(default_factory=list)  # the system's own sections (trusted markup)
+    schedule: dict[str, Any] | None = None  # schedule.json: the fault actions played
 
 
 def verdict_word(valid: Any) -> str:
@@ -97,7 +103,7 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     return RunData(test=test, results=results, plots=plots, timeline_fragment=timeline, logs=logs,
                    run_dir=str(d), faults=faults, nemesis_errors=nem_errors, ops=ops,
                    counterexample=cx if (d / cx).is_file() else None,
-                   system_sections=_system_sections(results, test))
+                   system_sections=_system_sections(results, test), schedule=_read_json(d / "schedule.json"))
 
 
 def _system_sections(results: dict[str, Any] | None, test: dict[str, Any]) -> list[str]:
@@ -222,7 +228,7 @@ def render_report(data: RunData) -> str:
             "kind": kind,
             "allowed": kind in allowed,
             "count": count if count is not None else len(examples),
-            "examples": [_example(e) for e in examples[:20]],
+            "pages": lead.pages([_example(e) for e in examples[:20]]),
         })
     plots = [
         {"name": name, "title": PLOT_TITLES.get(name, name.replace("-", " ").capitalize()),
@@ -238,8 +244,13 @@ def render_report(data: RunData) -> str:
     other = {k: v for k, v in other.items()
              if k not in ("policy", "history", "traceback", "explanations", "liveness", "faults", "warnings")}
     fat = results.get("first_anomaly_time")
+    coverage = lead.coverage(data.test, results, data.schedule)
     tmpl = env.get_template("report.html.j2")
     return tmpl.render(
+        cause=lead.cause_line(data.test, data.results, coverage),
+        coverage=coverage,
+        config=lead.configuration(data.test),
+        commands=lead.commands(data.run_dir, data.test),
         policy=policy,
         system_sections=data.system_sections,
         liveness=results.get("liveness") if isinstance(results.get("liveness"), dict) else None,

@@ -9,7 +9,8 @@ nemesis thread played, in order, each with
   (`{"role": "leader", "topic": T, "partition": P}`, `{"role": "controller"}`), a node spec
   (`"one"`, `"majority"`) or a node name. `wrack test --schedule FILE` plays this, so a role is
   resolved again when it plays (the leader of that partition then);
-- `nodes`: the nodes the run's nemesis chose (read from its recorded event), for the reader.
+- `nodes`: the nodes the run's nemesis chose (read from its recorded event), for the reader;
+- `ok`: false when the action failed (its `nemesis-error` is in the history).
 
 Beside the actions: `packages` (every package the run prepared: their node-side machinery,
 such as LazyFS for power loss, and their final ops at the heal), `db`, `seed` and `options`,
@@ -60,10 +61,11 @@ class Action:
     f: str
     value: Any = None
     nodes: list[str] = field(default_factory=list)
+    ok: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {"at_s": round(self.at_s, 3), "package": self.package, "f": self.f, "value": self.value,
-                "nodes": list(self.nodes)}
+                "nodes": list(self.nodes), "ok": self.ok}
 
 
 @dataclass
@@ -127,7 +129,7 @@ class Recorder:
         value = event.get("value") if isinstance(event, Mapping) else None
         self.actions.append(Action(at_s=int(op.get("time") or 0) / 1e9, package=str(op.get("package") or ""),
                                    f=str(op["f"]), value=op.get("value"),
-                                   nodes=nodes_named(value, self.node_names)))
+                                   nodes=nodes_named(value, self.node_names), ok=event is not None))
 
 
 def replay(actions: Sequence[Action]) -> Iterator[tuple[float, PackageOp]]:
@@ -208,4 +210,4 @@ def _action(a: Any, i: int, where: str, table: Mapping[str, Any], packages: list
     except (TypeError, ValueError):
         raise InputError(f"{at}: at_s {a.get('at_s')!r} is not a number") from None
     nodes = a.get("nodes") if isinstance(a.get("nodes"), list) else []
-    return Action(at_s, pkg, a["f"], a.get("value"), [str(n) for n in nodes])
+    return Action(at_s, pkg, a["f"], a.get("value"), [str(n) for n in nodes], a.get("ok") is not False)

@@ -20,7 +20,7 @@ from checkers.policy import Policy
 from nemesis.observer import ClusterObserver
 from nemesis.targets import KafkaMetadata
 from suites.base import RunFacts, Suite
-from suites.wrack import faults, options, rules
+from suites.wrack import faults, options, rules, triage
 from suites.wrack.db import BrokerDB, BrokerOptions
 from suites.wrack.explain import explain_run, isr_changes
 from workloads.kafka_io import create_topics
@@ -84,6 +84,14 @@ class WrackSuite(Suite):
         policy = results.get("policy") if isinstance(results.get("policy"), dict) else None
         return [env.get_template("explanations.html.j2").render(explanations=explanations),
                 env.get_template("lossy.html.j2").render(policy=policy)]
+
+
+    def cause(self, results: Mapping[str, Any], test: Mapping[str, Any]) -> str | None:
+        return triage.cause(results)
+
+    def coverage_notes(self, results: Mapping[str, Any], test: Mapping[str, Any],
+                       played: Mapping[str, int]) -> list[tuple[str, bool]]:
+        return triage.coverage_notes(test.get("options") or {}, results, played)
 
 
 def flush_interval(policy: str) -> int | None:
