@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # Bootstrap Wrack from nothing: Debian packages (deploy/debian-packages.txt), .venv, Python deps.
 # Idempotent and quick when nothing changed (a stamp in .venv records what was installed).
+# Quiet: one line per step; the package tools' output goes to a log file ($WRACK_SETUP_LOG,
+# default /tmp/wrack-setup.log), which a failed step names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS_FILE=deploy/debian-packages.txt
 VENV=.venv
 STAMP=$VENV/.wrack-setup-stamp
+LOG=${WRACK_SETUP_LOG:-/tmp/wrack-setup.log}
+
+# step WHAT CMD...: one line for the step; CMD's output to $LOG; on failure the log is named.
+step() {
+  local what=$1; shift
+  echo "== $what" >>"$LOG"
+  if "$@" >>"$LOG" 2>&1; then
+    echo "setup: $what"
+  else
+    echo "setup: $what FAILED (exit $?); its output: $LOG" >&2
+    exit 1
+  fi
+}
 
 want=$(sha256sum pyproject.toml "$PKGS_FILE" scripts/setup.sh | sha256sum | cut -c1-16)
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && [ -x "$VENV/bin/wrack" ]; then
   exit 0
 fi
+: >"$LOG"
 
 # 1. Debian packages: install only the missing ones.
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -22,11 +38,10 @@ if command -v dpkg-query >/dev/null 2>&1; then
     [ "$st" = "install ok installed" ] || missing+=("$pkg")
   done < <(sed 's/#.*//; s/[[:space:]]//g' "$PKGS_FILE")
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: installing Debian packages: ${missing[*]}"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
     export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    step "apt-get update" $SUDO apt-get update -qq
+    step "Debian packages: ${missing[*]}" $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   fi
 else
   echo "setup: not a Debian system; install the packages of $PKGS_FILE by hand" >&2
@@ -35,11 +50,9 @@ fi
 # 2. The virtualenv and the Python dependencies (the project itself, editable, with dev tools).
 PY=${PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ]; then
-  echo "setup: creating $VENV with $($PY --version 2>&1)"
-  "$PY" -m venv "$VENV"
+  step "$VENV with $($PY --version 2>&1)" "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-echo "setup: installing Python dependencies into $VENV"
-"$VENV/bin/python" -m pip install -q -e '.[harness,dev]'
+step "pip upgraded" "$VENV/bin/python" -m pip install -q --upgrade pip
+step "Python dependencies in $VENV" "$VENV/bin/python" -m pip install -q -e '.[harness,dev]'
 echo "$want" > "$STAMP"
-echo "setup: done"
+echo "setup: done (tools' output: $LOG)"
