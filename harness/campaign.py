@@ -176,6 +176,11 @@ def cell_passes(expect: str, runs: list[Mapping[str, Any]]) -> bool:
     return all(run_meets(expect, r) for r in runs)
 
 
+def detection(expect: str, runs: list[Mapping[str, Any]]) -> dict[str, int]:
+    """How many of a cell's runs met its expectation (for a bug's cell: found it), of how many."""
+    return {"met": sum(run_meets(expect, r) for r in runs), "runs": len(runs)}
+
+
 def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = None,
                  overrides: Mapping[str, Any] | None = None, baseline: Mapping[str, Any] | None = None,
                  runner: Callable[..., Any] | None = None,
@@ -221,7 +226,8 @@ def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = No
                 on_run(cell, rep, out)
         verdicts = [r["verdict"] for r in runs]
         cells_out.append({"key": cell.key, "label": cell.label(), "options": cell.options, "expect": cell.expect,
-                          "runs": runs, "verdict": _worst(verdicts), "passed": cell_passes(cell.expect, runs)})
+                          "runs": runs, "verdict": _worst(verdicts), "passed": cell_passes(cell.expect, runs),
+                          "detection": detection(cell.expect, runs)})
     results = {"name": spec.name, "start": start.isoformat(timespec="seconds"),
                "end": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells_out}
     if baseline is not None:
@@ -267,6 +273,7 @@ def compare(results: dict[str, Any], baseline: Mapping[str, Any]) -> list[str]:
     for c in results["cells"]:
         old = before.get(c["key"])
         c["baseline_verdict"] = old["verdict"] if old else None
+        c["baseline_detection"] = detection(c["expect"], old["runs"]) if old else None
         was_valid = bool(old) and all(r["verdict"] == "valid" for r in old["runs"])
         now_bad = any(r["verdict"] in ("invalid", "unknown", "crashed") for r in c["runs"])
         c["regression"] = was_valid and now_bad

@@ -162,3 +162,24 @@ def test_the_focus_guess_around_the_first_anomaly_costs_one_candidate():
     out = Shrinker(sched, runs, times=2, budget_s=1e9, hint_s=25.0).run()
     assert "focus" in out.steps[0] and "kept" in out.steps[0]
     assert [a.package for a in out.schedule.actions] == ["kill-leader", "partition"]
+
+
+def test_a_campaign_page_shows_each_cells_detection_rate_and_the_baselines():
+    from harness.campaign import compare, detection, summary_counts, summary_html
+
+    def run(v, kinds=()):
+        return {"verdict": v, "anomaly_types": list(kinds), "run_id": "r", "path": "p"}
+
+    cells = [{"key": "k1", "label": "off elr", "expect": "invalid", "verdict": "invalid", "passed": False,
+              "runs": [run("invalid", ["lost-write"]), run("valid"), run("invalid", ["lost-write"])]},
+             {"key": "k2", "label": "safe", "expect": "valid", "verdict": "valid", "passed": True,
+              "runs": [run("valid"), run("valid")]}]
+    for c in cells:
+        c["detection"] = detection(c["expect"], c["runs"])
+    assert cells[0]["detection"] == {"met": 2, "runs": 3}
+    base = {"name": "before", "cells": [{**cells[0], "runs": [run("valid"), run("invalid", ["lost-write"])]}]}
+    results = {"name": "c", "start": "s", "end": "e", "cells": cells}
+    compare(results, base)
+    results["summary"] = summary_counts(results)
+    page = summary_html(results)
+    assert "2/3 (67 %) found" in page and "2/2 (100 %) stayed valid" in page and "1/2 (50 %)" in page
