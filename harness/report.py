@@ -250,7 +250,7 @@ def render_report(data: RunData) -> str:
         cause=lead.cause_line(data.test, data.results, coverage),
         coverage=coverage,
         config=lead.configuration(data.test),
-        commands=lead.commands(data.run_dir, data.test),
+        commands=lead.commands(data.run_dir, data.test, data.results),
         policy=policy,
         system_sections=data.system_sections,
         liveness=results.get("liveness") if isinstance(results.get("liveness"), dict) else None,

@@ -106,10 +106,10 @@ def configuration(test: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def commands(run_dir: str, test: Mapping[str, Any]) -> dict[str, str]:
+def commands(run_dir: str, test: Mapping[str, Any], results: Mapping[str, Any] | None) -> dict[str, str]:
     if not run_dir or not isinstance(test.get("options"), Mapping):
         return {}
-    return reproduce.commands(reproduce.StoredRun(Path(run_dir), dict(test), None))
+    return reproduce.commands(reproduce.StoredRun(Path(run_dir), dict(test), dict(results) if results else None))
 
 
 def pages(examples: Sequence[Any]) -> list[list[Any]]:

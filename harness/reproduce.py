@@ -98,9 +98,12 @@ def flags(options: Mapping[str, Any], db: str | None = None) -> list[str]:
 
 
 def commands(stored: StoredRun) -> dict[str, str]:
-    """The shell commands that reproduce a run: rerun it, shrink it, replay its schedule."""
+    """The shell commands that reproduce a run: rerun it, shrink it (an invalid run), replay its
+    schedule, replay the minimal schedule a shrink wrote."""
     run = shlex.quote(str(stored.run_dir))
-    out = {"rerun": f"wrack rerun {run} --times 3", "shrink": f"wrack shrink {run}"}
+    out = {"rerun": f"wrack rerun {run} --times 3"}
+    if stored.fingerprint["verdict"] == "invalid":  # a valid run has no bug to shrink
+        out["shrink"] = f"wrack shrink {run}"
     if stored.schedule is not None:
         opts = flags(stored.test["options"])
         if stored.seed is not None:
