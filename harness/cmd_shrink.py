@@ -82,12 +82,15 @@ def run(args: argparse.Namespace) -> int:
     folder = stored.run_dir / "shrink"
     trials = _Trials(stored, folder)
     tty = sys.stderr.isatty()
-    say = (lambda m: sys.stderr.write(f"shrink: {m}\n")) if tty else None
-    if say:
+    def say(message: str) -> None:
+        sys.stderr.write(f"shrink: {message}\n")
+        sys.stderr.flush()
+
+    if tty:
         say(f"{describe(fp)}; {len(original.actions)} fault actions, budget {args.budget_s:.0f} s, "
             f"each candidate up to {args.times} run(s)")
     fat = (stored.results or {}).get("first_anomaly_time")
-    outcome = Shrinker(original, trials, times=args.times, budget_s=args.budget_s, on_step=say,
+    outcome = Shrinker(original, trials, times=args.times, budget_s=args.budget_s, on_step=say if tty else None,
                        hint_s=fat / 1e9 if isinstance(fat, (int, float)) else None).run()
     minimal = outcome.schedule
     path = minimal.write(folder / "minimal-schedule.json")

@@ -27,8 +27,12 @@ from harness.fingerprint import bad_types
 PAGE = 5
 
 
+def _mapping(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
 def _system(test: Mapping[str, Any]) -> Any:
-    options = test.get("options") if isinstance(test.get("options"), Mapping) else {}
+    options = _mapping(test.get("options"))
     try:
         return suites.get(options.get("db") or suites.DEFAULT)
     except ValueError:
@@ -53,7 +57,7 @@ def coverage(test: Mapping[str, Any], results: Mapping[str, Any], schedule: Mapp
         notes = list(system.coverage_notes(results, test, played)) if system is not None else []
     except Exception as e:  # noqa: BLE001 - a missing note must not cost the report
         notes = [(f"the system's coverage notes failed: {type(e).__name__}: {e}", False)]
-    faults = results.get("faults") if isinstance(results.get("faults"), Mapping) else {}
+    faults = _mapping(results.get("faults"))
     return {"packages": list(rows.values()), "stories": dict(faults.get("stories") or {}), "notes": notes,
             "missed": any(m for _t, m in notes), "actions": len(acts) if schedule else faults.get("actions"),
             "recorded": schedule is not None}
@@ -99,8 +103,7 @@ def _generic_cause(results: Mapping[str, Any]) -> str:
 
 def configuration(test: Mapping[str, Any]) -> dict[str, Any]:
     """The options that differ from the defaults (this system's and the general ones), and the seed."""
-    options = test.get("options") if isinstance(test.get("options"), Mapping) else {}
-    shown = reproduce.differing(options)
+    shown = reproduce.differing(_mapping(test.get("options")))
     if test.get("seed") is not None:
         shown["seed"] = test["seed"]
     return shown

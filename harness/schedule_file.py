@@ -180,7 +180,7 @@ def load(path: str | Path, system: Any) -> Schedule:
     actions = []
     for i, a in enumerate(raw["actions"]):
         actions.append(_action(a, i, where, table, packages, faults))
-    options = raw.get("options") if isinstance(raw.get("options"), dict) else {}
+    options: dict[str, Any] = raw["options"] if isinstance(raw.get("options"), dict) else {}
     seed = raw.get("seed")
     return Schedule(actions, packages, system.name, seed if isinstance(seed, int) else None,
                     {k: v for k, v in options.items() if k in SHAPING})
@@ -209,5 +209,5 @@ def _action(a: Any, i: int, where: str, table: Mapping[str, Any], packages: list
         at_s = float(a.get("at_s", 0.0))
     except (TypeError, ValueError):
         raise InputError(f"{at}: at_s {a.get('at_s')!r} is not a number") from None
-    nodes = a.get("nodes") if isinstance(a.get("nodes"), list) else []
+    nodes: list[Any] = a["nodes"] if isinstance(a.get("nodes"), list) else []
     return Action(at_s, pkg, a["f"], a.get("value"), [str(n) for n in nodes], a.get("ok") is not False)
