@@ -53,48 +53,36 @@ class Gate:
         return write
 
 
+def _gated(gate: Gate, kind: str, method: Callable[..., Any],
+           loggers: Callable[[Any], list[Any]]) -> Callable[..., Any]:
+    """`method` as one slot of `kind`: nothing when the gate says no, else the method with the
+    `log` of each of `loggers(self)` recording the slot's lines."""
+    def wrapper(self: Any, *args: Any, **kw: Any) -> Any:
+        slot = gate.slot(kind)
+        if not gate.allows(slot):
+            return None
+        objs = loggers(self)
+        saved = [o.log for o in objs]
+        for o, log in zip(objs, saved, strict=True):
+            o.log = gate.logger(slot, log)
+        try:
+            return method(self, *args, **kw)
+        finally:
+            for o, log in zip(objs, saved, strict=True):
+                o.log = log
+
+    return wrapper
+
+
 @contextmanager
 def gated(gate: Gate) -> Iterator[Gate]:
     """Runs inside see only the slots `gate` allows (module docstring)."""
     g_strike, c_strike = rr.GenericFaults.strike, rr.ControllerFaults.strike
     s_next = getattr(StoryMix, "_next", None)  # a mix that chains its stories
-
-    def generic(self: Any) -> None:
-        slot = gate.slot("g")
-        if not gate.allows(slot):
-            return
-        log, mix_log = self.log, self.mix.log
-        self.log = self.mix.log = gate.logger(slot, log)
-        try:
-            g_strike(self)
-        finally:
-            self.log, self.mix.log = log, mix_log
-
-    def controller(self: Any, last_chance: bool = False) -> None:
-        slot = gate.slot("c")
-        if not gate.allows(slot):
-            return
-        log = self.log
-        self.log = gate.logger(slot, log)
-        try:
-            c_strike(self, last_chance)
-        finally:
-            self.log = log
-
-    def after_story(self: Any) -> None:
-        slot = gate.slot("s")
-        if not gate.allows(slot):
-            return
-        log = self.log
-        self.log = gate.logger(slot, log)
-        try:
-            s_next(self)  # type: ignore[misc]
-        finally:
-            self.log = log
-
-    rr.GenericFaults.strike, rr.ControllerFaults.strike = generic, controller  # type: ignore[method-assign]
+    rr.GenericFaults.strike = _gated(gate, "g", g_strike, lambda f: [f, f.mix])  # type: ignore[method-assign]
+    rr.ControllerFaults.strike = _gated(gate, "c", c_strike, lambda f: [f])  # type: ignore[method-assign]
     if s_next is not None:
-        StoryMix._next = after_story  # type: ignore[method-assign]
+        StoryMix._next = _gated(gate, "s", s_next, lambda m: [m])  # type: ignore[method-assign]
     try:
         yield gate
     finally:
