@@ -1,8 +1,9 @@
 """What the report of a wrack run leads with: the one-line cause and the triggers' coverage.
 
 `cause(results)`: for an invalid run, the first explained offset (results.json `explanations`,
-explain.py) of an anomaly no rule allowed, as one line: the anomaly, the rule or switched-off
-safeguard its story matches with that evidence, or the first sentence of its story.
+explain.py) of an anomaly no rule allowed, as one line: the anomaly, who acknowledged the
+offset, who was elected without it and who truncated it, and the rule or switched-off
+safeguard its story matches, with that evidence.
 
 `coverage_notes(options, results, played)`: for each safeguard switched off (`--safeguard-off`),
 the fault story that brings its bug back (`nemesis.stories.STORIES`, each a trigger naming its
@@ -35,14 +36,30 @@ def cause(results: Mapping[str, Any]) -> str | None:
     if x is None:
         return None
     kinds = ", ".join(str(k) for k in x.get("not_allowed") or [])
-    where = f"{x.get('key')} offset {x.get('offset')}"
+    story = _story(x)
+    line = f"{kinds} at {x.get('key')} offset {x.get('offset')}" + (f": {story}" if story else "")
     for r in x.get("rules") or []:
         if r.get("matched") and r.get("evidence"):
             what = (f"the bug of safeguard {r['name']} (switched off)" if r.get("kind") == "safeguard"
                     else f"rule {r['name']}")
-            return f"{kinds} at {where}: {r['evidence']}; matches {what}"
-    summary = str(x.get("summary") or "").split(". ")[0]
-    return f"{kinds} at {where}: {summary}" if summary else None
+            return f"{line}; matches {what}: {r['evidence']}"
+    return line
+
+
+def _story(x: Mapping[str, Any]) -> str:
+    """The explained offset's story in a clause: who acknowledged it, who was elected without it,
+    who truncated it."""
+    parts = []
+    ack = x.get("ack") or {}
+    if ack.get("node"):
+        parts.append(f"acknowledged by {ack['node']} at {float(ack.get('time') or 0):.2f} s")
+    el = x.get("elected_without") or {}
+    if el.get("node"):
+        parts.append(f"{el['node']} elected leader at {float(el.get('time') or 0):.2f} s without it")
+    tr = x.get("truncated_by") or []
+    if tr and isinstance(tr[0], Mapping):
+        parts.append(f"truncated by {tr[0].get('node')} ({tr[0].get('reason')})")
+    return ", then ".join(parts)
 
 
 def triggers_of(safeguard: str) -> list[str]:

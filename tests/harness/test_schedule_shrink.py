@@ -183,3 +183,29 @@ def test_a_campaign_page_shows_each_cells_detection_rate_and_the_baselines():
     results["summary"] = summary_counts(results)
     page = summary_html(results)
     assert "2/3 (67 %) found" in page and "2/2 (100 %) stayed valid" in page and "1/2 (50 %)" in page
+
+
+def test_the_report_leads_with_the_bug_and_folds_the_configuration(tmp_path):
+    from test_harness_report_explain import analyze_run, make_queue_run
+
+    run = make_queue_run(tmp_path)
+    test = json.loads((run / "test.json").read_text())
+    test["options"].update(acks="all", safeguards_off=["clean-election-only"])  # nothing allows the loss now
+    (run / "test.json").write_text(json.dumps(test))
+    sf.Schedule([sf.Action(0.5, "kill-leader", "kill", {"role": "leader", "topic": "queue0", "partition": 0},
+                           ["n1"]),
+                 sf.Action(0.9, "kill-leader", "start", "all", ["n1"], ok=False)],
+                ["kill-leader", "partition"], "wrack", 3, {"time_limit": 60.0}).write(run / "schedule.json")
+    res = analyze_run(run)
+    assert res["valid"] is False
+    html = (run / "report.html").read_text()
+    order = [html.index(f'id="{s}"') for s in ("verdict", "cause", "anomalies", "explanations", "reproduce",
+                                               "coverage", "configuration", "policy")]
+    assert order == sorted(order)
+    cause = html[html.index('id="cause"'):html.index("</p>", html.index('id="cause"'))]
+    assert "inconsistent-offsets" in cause or "lost-write" in cause
+    cov = html[html.index('id="coverage"'):html.index('id="configuration"')]
+    assert "<code>kill-leader</code></td><td>2</td><td>1</td>" in cov and "never played" in cov  # partition
+    conf = html[html.index('id="configuration"'):html.index('id="policy"')]
+    assert "<details>" in conf and "--schedule" not in conf
+    assert "wrack rerun" in html and "wrack shrink" in html and "--schedule" in html
