@@ -10,7 +10,7 @@ id, and the storage engine URL `postgres://tansu:tansu@DBNODE:5432/tansu` (Tansu
 `--storage-engine postgres://postgres:postgres@localhost`), RUST_LOG `TansuConfig.rust_log`.
 
 Process faults on the database node act on the whole server: a kill or a pause signals the
-postmaster's process group (its backends die or stop with it, as on a host that loses power
+postmaster and its children at once (its backends die or stop with it, as on a host that loses power
 or freezes), a clean stop is PostgreSQL's fast shutdown (SIGINT). A clock hook never reaches
 PostgreSQL: the skew under test is the brokers'.
 
@@ -175,7 +175,7 @@ class TansuDB(ServiceDB):
 
     def stop(self, node: Node, timeout: float = 10.0) -> None:
         """A broker: SIGTERM, wait, SIGKILL. The database: fast shutdown (SIGINT), then SIGKILL
-        of its process group."""
+        of the postmaster and its children."""
         if not self.is_database(node):
             return super().stop(node, timeout)
         pf = self.pidfile(node)

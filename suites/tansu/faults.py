@@ -5,7 +5,7 @@ the brokers and the database and between the clients and the brokers.
 The database node is the role target (`{"role": "controller"}`: the DB's `leader_address`,
 through `nemesis.targets.LeaderMetadata`):
 - `partition-db`: the database node isolated from every broker, later healed;
-- `kill-db` / `pause-db`: SIGKILL / SIGSTOP of PostgreSQL's whole process group, later
+- `kill-db` / `pause-db`: SIGKILL / SIGSTOP of every PostgreSQL process at once, later
   restarted / resumed; `restart-db`: a clean restart (fast shutdown, start), an instant;
 - `power-loss-db`: SIGKILL, the unsynced writes under PostgreSQL's data directory dropped
   (LazyFS, nemesis/lazyfs), restart; an instant. LazyFS runs in its `ordered` metadata mode,

@@ -11,7 +11,7 @@
   defaults, written out so the run records them), logging to stderr (the daemon's log,
   `postgres.log`), then the test's `--postgres-setting` lines, which win;
 - `argv(node, data_dir)`: the postmaster, run as `postgres` through setpriv (it execs, so the
-  pid the harness holds is the postmaster's and its process group is the server's);
+  pid the harness holds is the postmaster's; its children are the server's other processes);
 - `create_schema(node)`: the database `tansu` and suites/tansu/schema.sql in it (idempotent);
 - `query(node, sql)` / `dump_tables(node, dest)`: read the tables (the findings read
   watermarks, records and committed offsets from them);
