@@ -1,8 +1,7 @@
 """End to end with Tansu 0.6.0 (built from its cargo package: suites/tansu/build.py) on
 PostgreSQL 15 from Debian, on local namespaced nodes: PostgreSQL on n1, brokers on the others.
 
-- a 30-s run of the queue workload under database kills and power losses, a broker cut off from
-  the database and broker kills: a real verdict (valid), acknowledged
+- a 30-s run of the queue workload under database kills, pauses and power losses and broker kills: a real verdict (valid), acknowledged
   sends by the thousand, and Tansu ran against the project's own schema: every acknowledged
   (offset, value) is a row of PostgreSQL's `record` table, each partition's high watermark is
   its row count, and nothing is left behind (namespaces, tansu or postgres processes);
@@ -44,7 +43,7 @@ def leftovers(cluster: str) -> list[str]:
 
 def test_a_short_run_under_database_faults_is_valid_and_tansu_used_our_schema(tmp_path):
     p, line = wrack_test(tmp_path, "--nodes", "4", "--time-limit", "30", "--nemesis-interval", "5",
-                         "--nemesis", "kill-db,power-loss-db,partition-broker-db,kill-broker", "--seed", "5")
+                         "--nemesis", "kill-db,power-loss-db,pause-db,kill-broker", "--seed", "5")
     assert p.returncode == 0 and line.get("verdict") == "valid", (line, p.stderr[-2000:])
     run = Path(line["run"])
     test = json.loads((run / "test.json").read_text())
