@@ -2,9 +2,10 @@
 PostgreSQL 15 from Debian, on local namespaced nodes: PostgreSQL on n1, brokers on the others.
 
 - a 30-s run of the queue workload under database kills, pauses and power losses and broker
-  kills: a real verdict (valid), acknowledged sends by the thousand, and Tansu ran against the project's own schema: every acknowledged
-  (offset, value) is a row of PostgreSQL's `record` table, each partition's high watermark is
-  its row count, and nothing is left behind (namespaces, tansu or postgres processes);
+  kills: a real verdict (valid), acknowledged sends by the thousand, and Tansu ran against the
+  project's own schema: every acknowledged (offset, value) is a row of PostgreSQL's `record`
+  table, each partition's high watermark is its row count, and nothing is left behind
+  (namespaces, tansu or postgres processes);
 - PostgreSQL failing to start (a setting it does not know): exit 255 and one error line naming
   the cause and the log.
 Root only; about 3 minutes (the first call may build Tansu: minutes more)."""
