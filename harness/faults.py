@@ -6,7 +6,9 @@ reach it and its own, e.g. aimed at its leaders' roles or its fault stories; eac
 brings its generator, final ops and plot colour). `mix` (the default `--nemesis`) stands for
 the system's default mix, played by `nemesis.schedule.rotation` (each package in turn, a
 random order per round, about a quarter of the time fault-free) instead of `combined`'s
-flip-flops, one clock per package.
+flip-flops, one clock per package; the mix's background packages (tier
+`nemesis.layers.BACKGROUND`, e.g. the client path's faults) play beside the rotation on
+their own clocks (`nemesis.layers.layered`).
 
 `ScheduleGenerator` turns `nemesis.schedule.combined` into a generator for the nemesis
 thread (`contracts.generator.nemesis(...)`), so client ops and faults run on one clock;
@@ -24,7 +26,8 @@ from contracts.generator import NEMESIS_THREAD, NS, PENDING, Context, Generator,
 from contracts.history import NEMESIS
 from harness.schedule_file import PackageOp, replay
 from nemesis.core import FaultOp, Nemesis
-from nemesis.schedule import FaultPackage, combined, final_ops, rotation
+from nemesis.layers import layered
+from nemesis.schedule import FaultPackage, combined, final_ops
 
 HEAL_F = "heal"
 MIX = "mix"
@@ -72,7 +75,7 @@ class ScheduleGenerator(Generator):
     `at_s` (seconds since the workload started), or when the one before it ended if later."""
 
     def __init__(self, packages: Sequence[Any], interval: float, rng: random.Random, rotate: bool = False):
-        play = rotation if rotate else combined
+        play = layered if rotate else combined
         tagged = [_tagging(p) for p in packages]
         self.it: Iterator[tuple[float, FaultOp]] = play(tagged, interval, rng) if packages else iter(())
         self.absolute = False
@@ -112,17 +115,20 @@ def heal_op() -> dict[str, Any]:
 
 
 def nemesis_client(nem: Nemesis, packages: Sequence[FaultPackage], ready_timeout: float = 30.0,
-                   on_played: Callable[[dict[str, Any], Any], None] | None = None
-                   ) -> Callable[[dict[str, Any]], Any]:
+                   on_played: Callable[[dict[str, Any], Any], None] | None = None,
+                   clock: Callable[[], int] | None = None) -> Callable[[dict[str, Any]], Any]:
     """The interpreter's nemesis (Jepsen's nemesis client): a scheduled fault op is performed
     and recorded by `nem`; the heal op is its `final_heal` with the packages' final ops,
     waiting at most `ready_timeout` s for each node to be ready (a node not ready by the
     recovery time limit fails the liveness check whatever comes later). A fault that fails
     is recorded as `nemesis-error` and the test goes on. `on_played(op, event)` hears every
-    scheduled op played (the recorded event, None for one that failed): the run's schedule.json."""
+    scheduled op played (the recorded event, None for one that failed), with the op's `time`
+    when it started by `clock` (ns, the history's clock): the run's schedule.json."""
     finals = final_ops(packages)
 
     def invoke(op: dict[str, Any]) -> Any:
+        if clock is not None:
+            op = {**op, "time": clock()}  # the op loop hands its ops over without their time
         try:
             if op["f"] == HEAL_F:
                 nem.final_heal(finals, ready_timeout)

@@ -332,20 +332,24 @@ def run_case(test: Test) -> None:
     nodes = test.cluster.nodes
     stats = interpreter.run(gen.on_update(wl.observe, gen.phases(*steps)), threads=test.threads,
                             clients=lambda thread, process: wl.client(thread, process,
-                                                                      _bootstrap_for(test.db, nodes, thread)),
+                                                                      _bootstrap_for(test.db, nodes, thread,
+                                                                                     test.nemesis.client_address)),
                             history=test.history, rng=random.Random(test.seed),
                             nemesis=nemesis_client(test.nemesis, test.packages, ready_timeout=o.recovery_time_limit,
-                                                   on_played=test.recorder.played if test.recorder else None),
+                                                   on_played=test.recorder.played if test.recorder else None,
+                                                   clock=test.history.now),
                             on_event=test.progress.event)
     test.timings.lap("final" if final is not None else "heal")
     test.record["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
     test.record["workload_summary"] = wl.summary()
 
 
-def _bootstrap_for(db: Any, nodes: list[Any], thread: int) -> str:
-    """Every node's client address, starting at a different node for each client thread."""
+def _bootstrap_for(db: Any, nodes: list[Any], thread: int, route: Callable[[str], str] = str) -> str:
+    """Every node's client address, starting at a different node for each client thread,
+    each through `route` (the nemesis's `client_address`: the client-path proxy's listener
+    when one is installed)."""
     n = len(nodes)
-    return ",".join(db.client_address(nodes[(thread + i) % n]) for i in range(n))
+    return ",".join(route(db.client_address(nodes[(thread + i) % n])) for i in range(n))
 
 
 class PhaseMark(gen.Generator):
