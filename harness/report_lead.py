@@ -72,7 +72,8 @@ def cause_line(test: Mapping[str, Any], results: Mapping[str, Any] | None, cov: 
         n = cov.get("actions")
         line = f"No anomaly in {n} fault action(s)." if n is not None else "No anomaly."
         missed = [t for t, m in cov.get("notes") or [] if m]
-        return line + (f" But {missed[0]}: this verdict says nothing about that bug." if missed else "")
+        return line + (f" {missed[0][:1].upper()}{missed[0][1:]}: this verdict says nothing about that bug."
+                       if missed else "")
     if valid is False:
         system = _system(test)
         try:
