@@ -31,8 +31,10 @@ roles from the cluster's metadata: leader, controller, isr-followers).
 Power loss, clock skew, file corruption and membership live in nemesis/lazyfs/,
 nemesis/clock.py, nemesis/corruption.py and nemesis/membership.py; their `install_*`
 functions (called by `nemesis.schedule.prepare`) add DB hooks and register their fs here.
-Other fault packages add their fs with `register(f, fn)` and their undo with
-`register_heal(name, fn)`; `heal_all()` runs every undo (network, paused and stopped
+Other fault packages add their fs with `register(f, fn)`, their undo with
+`register_heal(name, fn)` and what `teardown` must stop with `register_teardown`; the
+client-path proxy (nemesis/clientpath.py) sets `client_route`, through which
+`client_address` sends the workload's clients; `heal_all()` runs every undo (network, paused and stopped
 processes, then the registered ones, e.g. clocks), records the closing events, never
 stops at the first error and returns the errors it met. `final_heal(final_ops)` ends a
 test's faults: the packages' final ops, `heal_all`, every node's process ready again, and the
@@ -93,6 +95,10 @@ class Nemesis:
         }
         self.heals: list[tuple[str, Callable[[], Any]]] = []
         self.recorded_as: dict[str, str] = {}  # op f -> the f its event is recorded under
+        self.teardowns: list[tuple[str, Callable[[], Any]]] = []  # run once by `teardown`
+        # where the workload's clients reach a broker's client address (the client-path
+        # proxy's listener, nemesis/clientpath.py); None: directly
+        self.client_route: Callable[[str], str] | None = None
         self.last_lossy: float | None = None  # time.monotonic() of the last fault a story made lossy
 
     # ----------------------------------------------------------------- registry
@@ -107,6 +113,16 @@ class Nemesis:
     def register_heal(self, name: str, fn: Callable[[], Any]) -> None:
         """Run `fn()` in every `heal_all` (after the network and processes are healed)."""
         self.heals.append((name, fn))
+
+    def register_teardown(self, name: str, fn: Callable[[], Any]) -> None:
+        """Run `fn()` once in `teardown`, after the heal (e.g. stop a proxy the faults run)."""
+        self.teardowns.append((name, fn))
+
+    def client_address(self, address: str) -> str:
+        """The address the workload's clients use for a broker's client `address`: the
+        client-path proxy's listener for it when one is installed (`client_route`), else
+        `address` itself."""
+        return self.client_route(address) if self.client_route is not None else address
 
     def record(self, f: str, value: Any) -> dict[str, Any]:
         ev = {"process": "nemesis", "type": "info", "f": f, "value": value}
@@ -332,10 +348,17 @@ class Nemesis:
         return errors
 
     def teardown(self) -> list[str]:
-        """heal_all, then remove the harness's firewall chain from every node."""
+        """heal_all, then remove the harness's firewall chain from every node and run the
+        registered teardowns (each once)."""
         errors = self.heal_all()
         try:
             self.net.teardown()
         except Exception as e:  # noqa: BLE001
             errors.append(f"network teardown: {e}")
+        done, self.teardowns = self.teardowns, []
+        for name, fn in done:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001
+                errors.append(f"{name}: {e}")
         return errors
