@@ -49,7 +49,7 @@ class IptablesNet:
         self.nodes = {n.name: n for n in nodes}
 
     def drop(self, grudge: Grudge, *, new_only: bool = False, min_bytes: int | None = None,
-             frame: bytes | None = None, replace: bool = False) -> None:
+             frame: bytes | None = None, replace: bool = False, loss: float | None = None) -> None:
         """Add DROP rules so that each node drops the packets of the nodes in its grudge.
 
         `new_only` drops only packets that open connections (conntrack state NEW): the node
@@ -68,11 +68,15 @@ class IptablesNet:
         request is held in the network, retries and TCP retransmissions included, while
         other connections pass.
 
+        `loss` drops each packet with that probability only (iptables' statistic match, in
+        place of tc netem's loss, which this kernel lacks): a lossy link, whose TCP
+        retransmissions make it a slow one too.
+
         `replace`: every node's rules become exactly these (a node outside the grudge loses
         its own), in one iptables-restore commit per node, so a rule kept across the change
         never lapses (flushing, then adding, let a held request's retransmission through
         the gap)."""
-        rules = self._rules(new_only, min_bytes, frame)
+        rules = self._rules(new_only, min_bytes, frame, loss)
 
         def one(node: Node) -> None:
             srcs = sorted(grudge.get(node.name, ()))
@@ -87,7 +91,7 @@ class IptablesNet:
         _parallel(list(self.nodes.values()), one)
 
     @staticmethod
-    def _rules(new_only: bool, min_bytes: int | None, frame: bytes | None) -> list[str]:
+    def _rules(new_only: bool, min_bytes: int | None, frame: bytes | None, loss: float | None = None) -> list[str]:
         """The match and target of each rule a grudge's sources get (see `drop`)."""
         if frame is not None:
             mark = f"{frame_mark(frame):#x}/0xffff"
@@ -96,6 +100,8 @@ class IptablesNet:
         match = "-m conntrack --ctstate NEW " if new_only else ""
         if min_bytes is not None:
             match += f"-m length --length {int(min_bytes)}:65535 "
+        if loss is not None:
+            match += f"-m statistic --mode random --probability {float(loss):.4f} "
         return [f"{match}-j DROP"]
 
     def heal(self) -> None:

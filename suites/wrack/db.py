@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.wire import internal
+from broker.wire.kafka import WRITE_TXN_MARKERS
 from clusters.db import ServiceDB
 from clusters.node import Cluster, Node, NodeError
 
 TEST_REPLICA_LAG_TIME_MAX_MS = 6_000
 BROKER_PORT = 9092
+# Kafka requests the brokers send each other, as (api key, version): a Kafka frame's head is
+# the two after its size (broker/server/peer_client.py sends the coordinator's markers)
+KAFKA_PEER_REQUESTS = {"WriteTxnMarkers": (WRITE_TXN_MARKERS, 1)}
 CONTROLLER_PORT = 9093
 
 
@@ -122,11 +127,15 @@ class BrokerDB(ServiceDB):
 
     def frame_head(self, message: str) -> bytes:
         """The head of the broker's inter-node frames carrying `message` (a class name of
-        broker/wire/internal.py's MESSAGES, e.g. AlterPartitionRequest), for a fault that
-        holds them in the network; ValueError if no such message travels."""
+        broker/wire/internal.py's MESSAGES, e.g. AlterPartitionRequest, or a Kafka request
+        one broker sends another: WriteTxnMarkers), for a fault that holds them in the
+        network; ValueError if no such message travels."""
         types = {t.__name__: t for t in internal.MESSAGES}
+        if message in KAFKA_PEER_REQUESTS:
+            return struct.pack(">hh", *KAFKA_PEER_REQUESTS[message])
         if message not in types:
-            raise ValueError(f"no inter-node message {message!r} (known: {', '.join(sorted(types))})")
+            raise ValueError(f"no inter-node message {message!r} (known: "
+                             f"{', '.join(sorted([*types, *KAFKA_PEER_REQUESTS]))})")
         return internal.frame_head(types[message])
 
     def leader_address(self) -> str | None:

@@ -9,11 +9,24 @@ partitions and controller quorum, found through the cluster's metadata at the mo
   (`nemesis.targets` role `lone-leader`: the ELR's case), else one at random;
 - `kill-controller` / `partition-controller`: the same for the active controller's node;
 - the fault stories of `nemesis.stories` (lrs, hw-truncation, leso, wipe-follower,
-  stale-alter-partition, leader-churn), each aimed at one of the workload's partitions.
+  stale-alter-partition, leader-churn), each aimed at one of the workload's partitions;
+- `client-path` (nemesis/clientpath.py: the Kafka-aware proxy between the clients and the
+  brokers delays, drops, duplicates or reorders Produce, Fetch, EndTxn, AddPartitionsToTxn,
+  InitProducerId and OffsetCommit requests or answers), and `client-path-TYPE` for one
+  request type of `CLIENT_APIS` (e.g. `client-path-EndTxn`);
+- `retry-failover`: a leader's Produce answers dropped, then the leader killed or restarted
+  (its producers' retries meet the next leader: idempotence across a failover);
+- `txn-coordinator`, `delay-markers`, `fence-producer` (nemesis/txnfaults.py): the
+  transaction coordinator killed, paused or isolated in the middle of a commit or abort,
+  the transaction markers held in the network, a client's transactional producer fenced;
+- `flaky-net` (nemesis/flakynet.py): lossy and slow links between the nodes.
 
 `MIX` (what `--nemesis mix`, the default, stands for): five stories with the generic
-packages, played by `nemesis.schedule.rotation` (each package in turn, a random order per
-round, about a quarter of the time fault-free).
+packages and those above, played by `nemesis.layers.layered`: each package in turn
+(`nemesis.schedule.rotation`, a random order per round, about a quarter of the time
+fault-free), but for the background ones (the client path's faults, fencing), which play
+beside the rotation on their own clocks. The transaction faults skip their turn (recorded
+as skipped) when no client has used a transactional id: they act whenever transactions run.
 """
 
 from __future__ import annotations
@@ -22,7 +35,9 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from nemesis.clientpath import client_path_package, retry_failover_package
 from nemesis.core import FaultOp
+from nemesis.flakynet import flaky_net_package
 from nemesis.leadercut import install_leader_cut
 from nemesis.schedule import (
     PACKAGES,
@@ -33,11 +48,20 @@ from nemesis.schedule import (
     story_package,
 )
 from nemesis.stories import STORIES
+from nemesis.txnfaults import delay_markers_package, fence_producer_package, txn_coordinator_package
 
 # the stories that reach their trigger on wrack-broker, then generic faults; leader-churn is
 # left out (docs/nemesis.md "Fault stories": no bug found with it alone, and it left
 # partitions without a full ISR 30 s after the heal)
+# the ISR-shrinking leader cut (partition-leader), the coordinator's faults, the client
+# path's and the network's (issue 25: every trigger shape the nemeses know)
 MIX = ("lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition", "kill-leader", "partition", "kill")
+NEW = ("partition-leader", "txn-coordinator", "delay-markers", "retry-failover", "flaky-net", "client-path",
+       "fence-producer")
+# the request types a client sends, each a `client-path-TYPE` package
+CLIENT_APIS = ("Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch", "FindCoordinator",
+               "JoinGroup", "Heartbeat", "SyncGroup", "LeaveGroup", "InitProducerId", "AddPartitionsToTxn",
+               "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit")
 CONTROLLER = {"role": "controller"}
 
 
@@ -95,7 +119,16 @@ def partition_packages(topics: Mapping[str, int]) -> dict[str, Callable[[], Faul
         "partition-leader": lambda: FaultPackage(
             "partition-leader", partition_leader_start(leader, candidates), FaultOp("stop-partition"),
             [FaultOp("stop-partition")], "#E9DCA0", install_leader_cut),
+        "retry-failover": lambda: retry_failover_package(candidates),
     }
+
+
+def client_packages() -> dict[str, Callable[[], FaultPackage]]:
+    """The client path's, the transactions' and the network's packages (module docstring)."""
+    one_type = {f"client-path-{a}": (lambda a=a: client_path_package((a,), f"client-path-{a}")) for a in CLIENT_APIS}
+    return {"client-path": client_path_package, **one_type, "txn-coordinator": txn_coordinator_package,
+            "delay-markers": delay_markers_package, "fence-producer": fence_producer_package,
+            "flaky-net": flaky_net_package}
 
 
 def controller_packages() -> dict[str, Callable[[], FaultPackage]]:
@@ -109,4 +142,4 @@ def controller_packages() -> dict[str, Callable[[], FaultPackage]]:
 
 def packages(topics: Mapping[str, int]) -> dict[str, Callable[[], FaultPackage]]:
     """Every package `--nemesis` may name for the broker."""
-    return {**PACKAGES, **partition_packages(topics), **controller_packages()}
+    return {**PACKAGES, **partition_packages(topics), **controller_packages(), **client_packages()}
