@@ -8,6 +8,10 @@ vocabulary). Its parts:
   write (an `ok` send) and a read (an `ok` poll that returns the record that write got, at
   its offset). A key that does not is a `no-recovery` anomaly naming the key, how many
   sends and polls were tried after the heal and the errors they got. No policy allows it.
+- **Hanging transactions.** A partition whose last stable offset stayed below its high
+  watermark after the final phase (the observer's `txn-state` event) holds a transaction
+  never completed or aborted: a `hanging-txn` anomaly (checkers/txnhang.py), judged in runs
+  with `txn` ops only (the workload's transactions). No policy allows it.
   A history without a `final-heal` event (an older run, a harness stopped before its heal)
   is not judged (`checked: false`).
 - **Availability.** The share of client ops (and of sends alone) that completed `ok`, in
@@ -28,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.txnhang import HANGING_TXN, hanging
 from contracts.history import FINAL_HEAL_F, fault_windows
 
 NO_RECOVERY = "no-recovery"
@@ -106,12 +111,14 @@ def check(events: Iterable[Mapping[str, Any]], *, keys: Sequence[str] | None = N
     invokes: dict[Any, Mapping[str, Any]] = {}
     completions: list[Mapping[str, Any]] = []
     end = 0
+    transactions = False
     for ev in events:
         end = max(end, ev.get("time", 0))
         if ev.get("process") == "nemesis":
             nemesis.append(ev)
         elif ev["type"] == "invoke":
             invokes[ev["process"]] = ev
+            transactions = transactions or ev.get("f") == "txn"
         else:
             ops.add(ev)
             completions.append(ev)
@@ -125,9 +132,10 @@ def check(events: Iterable[Mapping[str, Any]], *, keys: Sequence[str] | None = N
     bad = [_no_recovery(k, p, heal, bound_s) for k, p in sorted(progress.items())
            if not _recovered(p, heal, bound_s)]
     out["recovered_keys"] = sorted(k for k, p in progress.items() if _recovered(p, heal, bound_s))
-    anomalies = {NO_RECOVERY: bad} if bad else {}
-    return {"valid": not bad, "checked": True, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
-            "anomaly_counts": {NO_RECOVERY: len(bad)} if bad else {}, **out}
+    hung = hanging(nemesis) if transactions else []
+    anomalies = {name: found for name, found in ((NO_RECOVERY, bad), (HANGING_TXN, hung)) if found}
+    return {"valid": not anomalies, "checked": True, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
+            "anomaly_counts": {name: len(found) for name, found in anomalies.items()}, **out}
 
 
 def _progress(completions: Sequence[Mapping[str, Any]], heal: int, keys: Sequence[str] | None

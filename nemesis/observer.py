@@ -22,6 +22,10 @@ What it sees is one broker's metadata cache (librdkafka asks a broker it is conn
 broker cut off from the controller answers from a stale cache, so an observation may lag
 the controller by the time the partition lasts.
 
+After the final phase `wait_whole` also records, once, each partition's last stable offset
+against its high watermark (`txn-state`, `settle_transactions`): a transaction never
+completed or aborted keeps them apart.
+
 Contracts: the observer never blocks its caller (one daemon thread; a poll that fails or
 times out is counted and skipped, nothing is appended for it); `stop()` is idempotent and
 returns within about the metadata timeout. Consumers of the history treat these events as
@@ -39,9 +43,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from nemesis.core import EventSink
-from nemesis.targets import Metadata, MetadataSource
+from nemesis.targets import Metadata, MetadataSource, node_offset
 
 CLUSTER_STATE = "cluster-state"
+TXN_STATE = "txn-state"
+TXN_SETTLE_S = 30.0  # transactions open after the final phase: the clients' timeout (10 s), then their abort
 
 
 @dataclass
@@ -97,6 +103,7 @@ class ClusterObserver:
         self._last: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.txn_settle_s = TXN_SETTLE_S
 
     def poll(self) -> dict[str, Any] | None:
         """One poll: the event appended, or None (unchanged, or the metadata call failed)."""
@@ -127,7 +134,9 @@ class ClusterObserver:
         `timeout` s pass: the seconds waited, or None; kept in the stats. The runner calls it
         after the final phase, so the history ends with the recovered cluster (a replica that
         never rejoins its ISR shows in the last state). None at once when nothing was ever
-        observed (no broker answered in the whole run: the noop workload's runs)."""
+        observed (no broker answered in the whole run: the noop workload's runs). Then it
+        waits for the partitions' transactions to settle (`settle_transactions`, at most
+        `txn_settle_s`), so the history also ends with each partition's last stable offset."""
         if self._last is None:
             return None
         t0, answered = time.monotonic(), self.stats.polls - self.stats.failed
@@ -136,11 +145,56 @@ class ClusterObserver:
             # an answer since the wait began: the last state could date from before it
             if self.stats.polls - self.stats.failed > answered and is_whole(self._last):
                 self.stats.whole_after_s = waited
-                return waited
+                break
             if waited >= timeout:
                 self.stats.whole_after_s = None
-                return None
+                break
             time.sleep(min(self.interval, 0.1))
+        self.settle_transactions(self.txn_settle_s)
+        return self.stats.whole_after_s
+
+    def settle_transactions(self, timeout: float) -> dict[str, Any] | None:
+        """Wait until every observed partition's last stable offset (what read_committed
+        consumers may read to) reaches its high watermark, both asked of its leader, or
+        `timeout` s pass; append one `txn-state` event: {"partitions": {key: {"lso", "hwm"}},
+        "open": [keys whose LSO stayed below the HWM], "waited_s"}. A transaction that is never
+        completed or aborted holds its partition's LSO for good (checkers/txnhang.py). Nothing
+        is appended when no partition answered."""
+        t0 = time.monotonic()
+        while True:
+            offsets = self._stable_offsets()
+            open_keys = sorted(k for k, o in offsets.items() if o["lso"] < o["hwm"])
+            waited = round(time.monotonic() - t0, 2)
+            if not open_keys or waited >= timeout:
+                break
+            time.sleep(0.5)
+        if not offsets:
+            return None
+        value = {"partitions": offsets, "open": open_keys, "waited_s": waited}
+        try:
+            return self.sink.append({"process": "nemesis", "type": "info", "f": TXN_STATE, "value": value})
+        except ValueError:  # the history was closed
+            return None
+
+    def _stable_offsets(self) -> dict[str, dict[str, int]]:
+        """key -> {"lso", "hwm"} from each partition's leader (partitions that do not answer
+        are left out)."""
+        try:
+            md = self.metadata()
+        except Exception:  # noqa: BLE001 - no answer: nothing to say
+            return {}
+        out = {}
+        for (topic, p), info in sorted(md.partitions.items()):
+            host = md.brokers.get(info.leader)
+            if topic.startswith("__") or host is None:
+                continue
+            try:
+                hwm = node_offset(host, topic, p)
+                lso = node_offset(host, topic, p, committed=True)
+            except Exception:  # noqa: BLE001 - a leader that does not answer now
+                continue
+            out[f"{topic}-{p}"] = {"lso": lso, "hwm": hwm}
+        return out
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -126,9 +126,10 @@ def node_metadata(address: str, port: int = 9092, timeout: float = 2.0) -> Metad
 
 
 def node_offset(address: str, topic: str, partition: int, log_end: bool = False, port: int = 9092,
-                timeout: float = 2.0) -> int:
+                timeout: float = 2.0, committed: bool = False) -> int:
     """The high watermark of `topic`-`partition` as its leader at `address` answers
-    (ListOffsets latest), or with `log_end` the log end offset of the replica at `address`,
+    (ListOffsets latest), with `committed` its last stable offset (read_committed: below the
+    first open transaction), or with `log_end` the log end offset of the replica at `address`,
     leader or follower (Kafka's debug replica id -2). OSError when the node does not answer,
     TargetError when it has no such answer (e.g. not the leader)."""
     # lazy: broker.wire imports kio (~0.25 s); as node_metadata, only this call needs it
@@ -136,7 +137,7 @@ def node_offset(address: str, topic: str, partition: int, log_end: bool = False,
     from broker.wire.kafka import LIST_OFFSETS
 
     with RawClient(address, port, timeout=timeout) as c:
-        r = c.call(LIST_OFFSETS, 7, {"replica_id": -2 if log_end else -1, "isolation_level": 0, "topics": [
+        r = c.call(LIST_OFFSETS, 7, {"replica_id": -2 if log_end else -1, "isolation_level": int(committed), "topics": [
             {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}]})
     p = r.topics[0].partitions[0]
     if p.error_code.value != 0:
