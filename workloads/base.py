@@ -134,11 +134,15 @@ class BaseWorkload:
     def client(self, thread: int, process: int, address: str) -> Client:
         raise NotImplementedError(f"workload {self.name} has no client")
 
-    def io_factory(self, process: int, bootstrap: str, transactional_id: str | None = None) -> Callable[[str], KafkaIO]:
+    def io_factory(self, process: int, bootstrap: str, transactional_id: str | None = None,
+                   group: str | None = None) -> Callable[[str], KafkaIO]:
         """`acks -> KafkaIO` for the client of `process`: the test's client library and timeout
-        (a transactional producer and read_committed consumer with `transactional_id`)."""
+        (a transactional producer and read_committed consumer with `transactional_id`; the
+        consumer in `group` when given)."""
         o = self.opts
-        extra = {} if transactional_id is None else {"transactional_id": transactional_id}
+        extra: dict[str, Any] = {} if transactional_id is None else {"transactional_id": transactional_id}
+        if group is not None:
+            extra["group"] = group
         return lambda acks: open_io(o.client, bootstrap, acks=acks, timeout=o.request_timeout,
                                     client_id=f"p{process}", idempotent=o.idempotent,
                                     in_flight=in_flight(o), **extra)

@@ -12,6 +12,8 @@ kafka-python (the alternative), one producer + one consumer per process.
 - `poll(timeout, max_records) -> [(topic, partition, offset, value)]`, raising
   `ClientError` on a consumer error;
 - `high_watermark(topic, partition) -> int` (the next offset a consumer can read to);
+- `commit_offsets(positions)` / `committed_offsets(tps)` (confluent only): the consumer group's offsets
+  (OffsetCommit, OffsetFetch; the group is `group`, else one of the client's own);
 - `close()`; a closed client opens no producer or consumer again (`ClientError` CLOSED):
   an op that outlived its test must not reach the next test's cluster.
 
@@ -116,7 +118,8 @@ class ConfluentIO:
     """confluent-kafka (librdkafka)."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 transactional_id: str | None = None, idempotent: bool = True, in_flight: int = 1):
+                 transactional_id: str | None = None, idempotent: bool = True, in_flight: int = 1,
+                 group: str | None = None):
         # lazy: optional client (harness extra), ~30 ms; only --client confluent loads it
         import confluent_kafka as ck
 
@@ -129,7 +132,7 @@ class ConfluentIO:
                   "socket.connection.setup.timeout.ms": ms, "log_level": 0, "logger": LIBRDKAFKA_LOG}
         self._producer_conf = {**common, **producer_delivery(acks, ms, idempotent, in_flight), "linger.ms": 0,
                                "request.timeout.ms": ms, "retry.backoff.ms": 50}
-        self._consumer_conf = {**common, "group.id": f"wrack-{client_id}", "enable.auto.commit": False,
+        self._consumer_conf = {**common, "group.id": group or f"wrack-{client_id}", "enable.auto.commit": False,
                                "auto.offset.reset": "earliest", "enable.partition.eof": False,
                                "isolation.level": "read_uncommitted", "fetch.wait.max.ms": 100,
                                "session.timeout.ms": 6000, "heartbeat.interval.ms": 2000}
@@ -301,6 +304,37 @@ class ConfluentIO:
             out.append((m.topic(), m.partition(), m.offset(), _value(m.value())))
         return out
 
+    def commit_offsets(self, positions: Mapping[TP, int]) -> None:
+        """Commit `positions` (the next offset to read, per partition) for the consumer's
+        group, synchronously (OffsetCommit; a simple commit: no member, generation -1);
+        ClientError when it is not known to have succeeded."""
+        ck = self._ck
+        try:
+            done = self.consumer.commit(offsets=[ck.TopicPartition(t, p, o) for (t, p), o in positions.items()],
+                                        asynchronous=False)
+        except ck.KafkaException as e:
+            err = e.args[0]
+            raise ClientError(err.code(), err.name(), err.str()) from None
+        for tp in done or ():
+            if tp.error is not None:
+                raise ClientError(tp.error.code(), tp.error.name(), tp.error.str())
+
+    def committed_offsets(self, tps: list[TP]) -> dict[TP, int | None]:
+        """The consumer group's committed offsets of `tps` (OffsetFetch; None: none);
+        ClientError if they could not be read."""
+        ck = self._ck
+        try:
+            got = self.consumer.committed([ck.TopicPartition(t, p) for t, p in tps], timeout=self.timeout)
+        except ck.KafkaException as e:
+            err = e.args[0]
+            raise ClientError(err.code(), err.name(), err.str()) from None
+        out: dict[TP, int | None] = {}
+        for tp in got:
+            if tp.error is not None:
+                raise ClientError(tp.error.code(), tp.error.name(), tp.error.str())
+            out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        return out
+
     def high_watermark(self, topic: str, partition: int) -> int:
         try:
             _low, high = self.consumer.get_watermark_offsets(self._ck.TopicPartition(topic, partition),
@@ -336,7 +370,8 @@ class KafkaPythonIO:
     """kafka-python."""
 
     def __init__(self, bootstrap: str, *, acks: str = "all", timeout: float = 5.0, client_id: str = "wrack",
-                 transactional_id: str | None = None, idempotent: bool = True, in_flight: int = 1):
+                 transactional_id: str | None = None, idempotent: bool = True, in_flight: int = 1,
+                 group: str | None = None):
         if transactional_id is not None:
             raise ValueError("transactions need --client confluent")
         # lazy: optional client (harness extra), ~0.2 s; only --client kafka-python loads it

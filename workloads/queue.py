@@ -14,9 +14,17 @@ Ops (docs/ARCHITECTURE.md's history vocabulary):
 
 - `send` `[["send", key, v]]` -> ok `[["send", key, [offset, v]]]`; `v` is unique (one
   counter for the whole test). With `acks="mixed"` each send carries `"acks": "all"|"1"`.
-- `poll` `[["poll"]]` -> ok `[["poll", {key: [[offset, v], ...]}]]`;
+- `poll` `[["poll"]]` -> ok `[["poll", {key: [[offset, v], ...]}]]`; a poll that read
+  records commits the positions of those keys to the thread's consumer group
+  (`wrack-t<thread>`, OffsetCommit), and its completion says so: "group", "commit":
+  {"offsets": {key: next offset}, "ok": bool} (ok false: the outcome is unknown);
 - `assign` `[key, ...]` (optionally `"seek_to_beginning": true`) -> ok: consume exactly
-  these keys, each from where this process last read it (the beginning if never);
+  these keys, each from where this process last read it (the beginning if never); a
+  process's first assign (not seek_to_beginning) resumes from its thread's group's committed
+  offsets (OffsetFetch), as a restarted consumer does, and its completion carries "group"
+  and "resumed": {key: offset or null}. `checkers.commits` checks that a resume reads the
+  group's last acknowledged commit (or a later one whose outcome was unknown): else
+  `lost-commit`;
 - `crash` -> always `info`: the client is dropped, a new process (new producer and
   consumer) takes the thread over;
 - `txn` (with `txn_p` > 0, Jepsen's transactions) `[["send", key, v], ["poll"], ...]` ->
@@ -52,9 +60,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from checkers import commits
 from checkers import queue as qc
 from contracts import generator as gen
 from contracts.generator import PENDING, Context, Generator, Pending
+from contracts.history import read_events
 from workloads.base import BaseWorkload, WorkloadAnalysis, WorkloadOptions, in_flight, key_of, split_key
 from workloads.errors import ClientError
 from workloads.kafka_io import KafkaIO, Sender, open_sender
@@ -280,14 +290,17 @@ class RecoveryProbe(Generator):
 
 
 class QueueClient:
-    """One process's producer + consumer (see the module docstring)."""
+    """One process's producer + consumer (see the module docstring); with `group`, its
+    consumer commits what it polled to that group and resumes from it (`_commit`, `_resume`)."""
 
-    def __init__(self, make_io: Callable[[str], KafkaIO], opts: WorkloadOptions):
+    def __init__(self, make_io: Callable[[str], KafkaIO], opts: WorkloadOptions, group: str | None = None):
         self.make_io = make_io
         self.opts = opts
+        self.group = group
         self.ios: dict[str, KafkaIO] = {}
         self.positions: dict[tuple[str, int], int] = {}  # next offset to read, per assigned tp
         self.assigned: list[tuple[str, int]] = []
+        self.started = False  # the first assign (the process's resume) happened
 
     def io(self, acks: str | None = None) -> KafkaIO:
         a = op_acks(acks, self.opts)
@@ -321,7 +334,35 @@ class QueueClient:
         except ClientError as e:
             self._rollback(before)
             return {"type": "fail", "error": str(e)}
-        return {"type": "ok", "value": [["poll", msgs]]}
+        return {"type": "ok", "value": [["poll", msgs]], **self._commit(msgs)}
+
+    def _commit(self, msgs: Mapping[str, Any]) -> dict[str, Any]:
+        """After a poll that read records: commit the positions of the keys it read to the
+        group; the completion's extra fields ({} without a group or records): "group",
+        "commit": {"offsets": {key: next offset}, "ok": bool} (ok false: its outcome is not
+        known, it may have happened)."""
+        io: Any = self.io()
+        if self.group is None or not msgs or not hasattr(io, "commit_offsets"):
+            return {}
+        offsets = {k: self.positions[split_key(k)] for k in msgs}
+        try:
+            io.commit_offsets({split_key(k): o for k, o in offsets.items()})
+        except ClientError as e:
+            return {"group": self.group, "commit": {"offsets": offsets, "ok": False, "error": str(e)}}
+        return {"group": self.group, "commit": {"offsets": offsets, "ok": True}}
+
+    def _resume(self, tps: Sequence[tuple[str, int]]) -> dict[str, Any]:
+        """The first assign of a process with a group: positions from the group's committed
+        offsets (OffsetFetch), as a restarted consumer resumes; the completion's extra fields
+        "group", "resumed": {key: offset or None}. ClientError if they cannot be read."""
+        io: Any = self.io()
+        if self.group is None or not hasattr(io, "committed_offsets"):
+            return {}
+        got = io.committed_offsets(list(tps))
+        for tp, o in got.items():
+            if o is not None:
+                self.positions[tp] = o
+        return {"group": self.group, "resumed": {key_of(*tp): o for tp, o in sorted(got.items())}}
 
     def _read(self, timeout: float) -> dict[str, list[list[Any]]]:
         """One poll of the consumer: key -> [[offset, value], ...]; positions advance."""
@@ -400,12 +441,16 @@ class QueueClient:
         if op.get("seek_to_beginning"):
             for tp in tps:
                 self.positions.pop(tp, None)
+        extra: dict[str, Any] = {}
         try:
+            if not self.started and not op.get("seek_to_beginning"):
+                extra = self._resume(tps)
             self.io().assign({tp: self.positions.get(tp) for tp in tps})
         except ClientError as e:
             return {"type": "fail", "error": str(e)}
+        self.started = True
         self.assigned = tps
-        return {"type": "ok"}
+        return {"type": "ok", **extra}
 
     def close(self) -> None:
         for io in self.ios.values():
@@ -439,7 +484,8 @@ class QueueWorkload(BaseWorkload):
                     idempotent=o.idempotent, in_flight=in_flight(o)))
             return SendLane(self.sender_pool, self.opts)
         txn_id = f"wrack-txn-t{thread}" if self.opts.txn_p > 0 else None
-        return QueueClient(self.io_factory(process, bootstrap, txn_id), self.opts)
+        group = f"wrack-t{thread}"
+        return QueueClient(self.io_factory(process, bootstrap, txn_id, group), self.opts, group)
 
     def observe(self, event: Mapping[str, Any]) -> None:
         """Every event of the test, whatever phase it completes in (the runner wraps the whole
@@ -478,6 +524,27 @@ class QueueWorkload(BaseWorkload):
         return gen.concat(gen.Fn(forget_reads), probe, reads)
 
     def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
-        """The queue checker's raw result, and its `QueueAnalysis` for the plots (they reuse it)."""
+        """The queue checker's raw result with the offset commits' (`checkers.commits`: a
+        `lost-commit` is one more anomaly of the result), and its `QueueAnalysis` for the
+        plots (they reuse it)."""
         an = qc.analyze_file(str(history_path), time_limit=time_limit)
-        return WorkloadAnalysis(dict(an.result), plots=an)
+        result = dict(an.result)
+        merge_commit_check(result, commits.check(read_events(history_path)))
+        return WorkloadAnalysis(result, plots=an)
+
+
+def merge_commit_check(result: dict[str, Any], found: Mapping[str, Any]) -> None:
+    """Fold the commit check's result into the queue checker's: its anomalies join the
+    others (the verdict false), its counts go under "commits", and the first anomaly's time
+    is the earlier of the two."""
+    result["commits"] = {"commits": found["commits"], "resumes": found["resumes"]}
+    if found["valid"] is not False:
+        return
+    result["valid"] = False
+    result["anomaly_types"] = sorted({*result.get("anomaly_types", []), *found["anomaly_types"]})
+    result["anomalies"] = {**result.get("anomalies", {}), **found["anomalies"]}
+    result["anomaly_counts"] = {**result.get("anomaly_counts", {}), **found["anomaly_counts"]}
+    times = [a["time"] for a in found["anomalies"].get(commits.LOST_COMMIT, []) if a.get("time") is not None]
+    if times:
+        first = result.get("first_anomaly_time")
+        result["first_anomaly_time"] = min(times) if first is None else min(first, min(times))
