@@ -1,0 +1,431 @@
+"""Mutation testing: how many bugs nobody planted the harness finds (issue 25).
+
+Each mutant of the catalogue (bench/mutants/NAME.patch: a small patch to the broker, with
+`# area:` and `# resembles:` header lines naming the real bug it resembles, and
+`# equivalent:` for one argued to have no observable effect) is applied to a temporary
+copy of the broker (`git archive` of HEAD's broker/ and contracts/, or `--base worktree`),
+and measured two ways:
+
+- the simulation's catch rate: `python -m broker.sim --seeds N` on the copy (failed seeds);
+- its default campaign, `--runs` rounds: each round runs the default test and then its
+  transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`), each a real
+  `wrack test` on a local cluster whose brokers run the copy (`--broker-command`), under
+  `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine, taken per run so
+  other work interleaves). A round is *caught* at its first invalid twin (the others are
+  skipped, `--all-twins` runs them anyway); its time to the first anomaly is that run's
+  `first_anomaly_time` (seconds from the start of the workload).
+
+Printed per mutant: area, caught/rounds, the median time to the first anomaly, the anomaly
+types, the simulation's failed/seeds, the wall time; then the share of non-equivalent
+mutants caught in at least 2 of 3 rounds (at least `--runs` - 1 of `--runs`) and the
+median of their times. Every run and simulation is appended to `OUT/results.jsonl` as it
+ends, and a later invocation with the same `--out` resumes: what is there is not run again.
+
+    .venv/bin/python bench/mutants.py --list               # the catalogue, by area
+    .venv/bin/python bench/mutants.py --check              # does every patch apply? (exit 1 if not)
+    .venv/bin/python bench/mutants.py --out /tmp/mutants [--mutants a,b] [--runs 3]
+        [--twins default,txn,idem] [--sim-seeds 100] [--no-sim] [--no-campaign]
+        [--time-limit S] [--all-twins] [--control] [--keep] [--markdown FILE] [--json]
+
+`--control` adds the unmutated copy (`control`) to the measured set. Bad input (an unknown
+mutant or twin, a patch file without its header lines) is one line and exit 254. Nothing
+outside this script reads the catalogue: it measures the harness and never steers it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOGUE = ROOT / "bench" / "mutants"
+LOCK = "/tmp/wrack-e2e.lock"
+EXIT_BAD_INPUT = 254
+TWINS: dict[str, list[str]] = {"default": [], "txn": ["--txn-p", "0.5"], "idem": ["--idempotence"]}
+CONTROL = "control"
+
+
+class BadInput(Exception):
+    """One line for the user; exit 254."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    area: str
+    resembles: str
+    equivalent: str | None
+    patch: str  # the patch text ("" for the control)
+
+
+def load_catalogue(directory: Path = CATALOGUE) -> dict[str, Mutant]:
+    """Every NAME.patch of `directory` (BadInput naming a file without its header lines)."""
+    out = {}
+    for p in sorted(directory.glob("*.patch")):
+        text = p.read_text()
+        head = {}
+        for line in text.splitlines():
+            if not line.startswith("# "):
+                break
+            key, _, value = line[2:].partition(": ")
+            head[key] = value.strip()
+        missing = [k for k in ("mutant", "area", "resembles") if not head.get(k)]
+        if missing:
+            raise BadInput(f"{p}: no '# {missing[0]}:' header line")
+        if head["mutant"] != p.stem:
+            raise BadInput(f"{p}: '# mutant: {head['mutant']}' does not match the file name")
+        out[p.stem] = Mutant(p.stem, head["area"], head["resembles"], head.get("equivalent"), text)
+    return out
+
+
+def pick(catalogue: dict[str, Mutant], wanted: str | None, control: bool) -> list[Mutant]:
+    names = [x.strip() for x in wanted.split(",") if x.strip()] if wanted else list(catalogue)
+    bad = [n for n in names if n not in catalogue and n != CONTROL]
+    if bad:
+        raise BadInput(f"--mutants: unknown mutant {bad[0]!r} (see --list)")
+    chosen = [catalogue[n] if n != CONTROL else Mutant(CONTROL, "-", "the broker as it is", None, "") for n in names]
+    if control and all(m.name != CONTROL for m in chosen):
+        chosen.insert(0, Mutant(CONTROL, "-", "the broker as it is", None, ""))
+    return chosen
+
+
+# ---------------------------------------------------------------- the broker copy
+def base_tree(dest: Path, base: str) -> None:
+    """broker/ and contracts/ of HEAD (or of the working tree) into `dest`."""
+    if base == "worktree":
+        for d in ("broker", "contracts"):
+            shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"))
+        return
+    arch = subprocess.run(["git", "-C", str(ROOT), "archive", base, "broker", "contracts"], capture_output=True,
+                          check=False)
+    if arch.returncode != 0:
+        raise BadInput(f"--base {base}: git archive failed: {arch.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=arch.stdout, check=True)
+
+
+def apply_patch(dest: Path, m: Mutant) -> str | None:
+    """Apply `m` inside `dest`; None, or why it does not apply."""
+    if not m.patch:
+        return None
+    p = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=dest, input=m.patch.encode(),
+                       capture_output=True, check=False)
+    return None if p.returncode == 0 else p.stderr.decode().strip().splitlines()[0]
+
+
+@contextmanager
+def mutated(m: Mutant, base: str) -> Iterator[tuple[Path, str | None]]:
+    """A temporary copy of the broker with `m` applied, and a launcher script that runs its
+    broker (`--broker-command`); removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=f"wrack-mutant-{m.name}-") as d:
+        dest = Path(d)
+        base_tree(dest, base)
+        err = apply_patch(dest, m)
+        launcher = dest / "run-broker"
+        launcher.write_text(f"#!/bin/sh\nPYTHONPATH={dest} exec {sys.executable} -m broker.main \"$@\"\n")
+        launcher.chmod(0o755)
+        yield dest, err
+
+
+# ---------------------------------------------------------------- measuring
+class Results:
+    """OUT/results.jsonl: one line per simulation and per run, appended as each ends."""
+
+    def __init__(self, out: Path):
+        self.path = out / "results.jsonl"
+        self.rows: list[dict[str, Any]] = []
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                if line.strip():
+                    self.rows.append(json.loads(line))
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def sim(self, mutant: str, seeds: int) -> dict[str, Any] | None:
+        return next((r for r in self.rows if r["kind"] == "sim" and r["mutant"] == mutant and r["seeds"] == seeds), None)
+
+    def runs(self, mutant: str) -> list[dict[str, Any]]:
+        return [r for r in self.rows if r["kind"] == "run" and r["mutant"] == mutant]
+
+
+def loadavg() -> str:
+    try:
+        return open("/proc/loadavg").read().split()[0]
+    except OSError:
+        return "?"
+
+
+def simulate(copy: Path, seeds: int) -> dict[str, Any]:
+    """`python -m broker.sim --seeds N` on the copy: failed seeds (or that it crashed) and
+    wall time."""
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "broker.sim", "--seeds", str(seeds)], cwd=copy, capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(copy)}, timeout=3600, check=False)
+    last = [line for line in p.stdout.splitlines() if " seeds, " in line]
+    failed = int(last[-1].split(" seeds, ")[1].split()[0]) if last else None
+    # no summary: the simulation itself broke down on the mutant (an exception of a seed),
+    # which it shows as loudly as a failed seed
+    return {"failed": failed, "crashed": not last, "wall_s": round(time.monotonic() - t0, 1),
+            "error": None if last else (p.stderr.strip().splitlines() or ["no summary"])[-1][:300]}
+
+
+def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argparse.Namespace) -> dict[str, Any]:
+    """One `wrack test` of `twin` on the mutated broker, under the machine's cluster lock."""
+    seed = 1000 + 10 * rnd + list(TWINS).index(twin)
+    name = f"{m.name}-r{rnd}-{twin}"
+    argv = ["flock", LOCK, str(Path(sys.executable).parent / "wrack"), "test", "--quiet", "--json",
+            "--results", str(out / "runs"), "--name", name, "--seed", str(seed), "--no-data",
+            "--broker-command", str(launcher), *TWINS[twin]]
+    if a.time_limit:
+        argv += ["--time-limit", str(a.time_limit)]
+    t0 = time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False)
+    wall = round(time.monotonic() - t0, 1)
+    line = next((json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")), None)
+    row: dict[str, Any] = {"kind": "run", "mutant": m.name, "round": rnd, "twin": twin, "seed": seed, "wall_s": wall,
+                           "load": loadavg(), "exit": p.returncode}
+    if line is None:
+        row.update(verdict="crashed", anomaly_types=[], error=(p.stderr.strip().splitlines() or ["no output"])[-1][:300])
+        return row
+    res = _read_json(Path(line["run"]) / "results.json")
+    t = res.get("first_anomaly_time")
+    row.update(verdict=line["verdict"], anomaly_types=line.get("anomaly_types", []), run=line["run"],
+               first_anomaly_s=None if t is None else round(t / 1e9, 1), error=line.get("error"))
+    if line["verdict"] != "invalid" and not a.keep:
+        shutil.rmtree(line["run"], ignore_errors=True)
+    return row
+
+
+def _read_json(p: Path) -> dict[str, Any]:
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def campaign(launcher: Path, out: Path, m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) -> None:
+    """`--runs` rounds of the twins (module docstring), skipping what `res` already holds."""
+    for rnd in range(1, a.runs + 1):
+        done = {r["twin"]: r for r in res.runs(m.name) if r["round"] == rnd}
+        if not a.all_twins and any(r["verdict"] == "invalid" for r in done.values()):
+            continue
+        for twin in twins:
+            if twin in done:
+                continue
+            row = run_twin(launcher, out, m, rnd, twin, a)
+            res.add(row)
+            first = row.get("first_anomaly_s")
+            print(f"  {m.name} round {rnd} {twin}: {row['verdict']} {','.join(row['anomaly_types']) or '-'}"
+                  f"{'' if first is None else f' first anomaly {first} s'} ({row['wall_s']} s, load {row['load']})",
+                  file=sys.stderr, flush=True)
+            if row["verdict"] == "invalid" and not a.all_twins:
+                break
+
+
+def measure(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) -> str | None:
+    """The simulation and the campaign of `m`; why its patch does not apply, or None."""
+    need_sim = a.sim and res.sim(m.name, a.sim_seeds) is None
+    need_runs = a.campaign and _rounds_left(m, res, a, twins)
+    if not need_sim and not need_runs:
+        return None
+    with mutated(m, a.base) as (copy, err):
+        if err is not None:
+            return err
+        if need_sim:
+            s = simulate(copy, a.sim_seeds)
+            res.add({"kind": "sim", "mutant": m.name, "seeds": a.sim_seeds, **s, "load": loadavg()})
+            said = f"crashed: {s['error']}" if s["crashed"] else f"{s['failed']}/{a.sim_seeds} seeds failed"
+            print(f"  {m.name} simulation: {said} ({s['wall_s']} s)", file=sys.stderr, flush=True)
+        if need_runs:
+            campaign(copy / "run-broker", a.out, m, res, a, twins)
+    return None
+
+
+def _rounds_left(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) -> bool:
+    runs = res.runs(m.name)
+    for rnd in range(1, a.runs + 1):
+        done = {r["twin"]: r for r in runs if r["round"] == rnd}
+        if not a.all_twins and any(r["verdict"] == "invalid" for r in done.values()):
+            continue
+        if any(t not in done for t in twins):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- the table
+def summarize(m: Mutant, res: Results, a: argparse.Namespace, not_applied: str | None) -> dict[str, Any]:
+    """The row of `m`: rounds caught, times to the first anomaly, anomaly types, simulation."""
+    runs = [r for r in res.runs(m.name) if r["round"] <= a.runs]
+    rounds = sorted({r["round"] for r in runs})
+    caught = [rnd for rnd in rounds if any(r["verdict"] == "invalid" for r in runs if r["round"] == rnd)]
+    firsts = []
+    for rnd in caught:
+        hit = min((r for r in runs if r["round"] == rnd and r["verdict"] == "invalid"),
+                  key=lambda r: list(TWINS).index(r["twin"]))
+        if hit.get("first_anomaly_s") is not None:
+            firsts.append(hit["first_anomaly_s"])
+    sim = res.sim(m.name, a.sim_seeds)
+    return {"mutant": m.name, "area": m.area, "equivalent": m.equivalent is not None, "rounds": len(rounds),
+            "caught": len(caught), "first_anomaly_s": statistics.median(firsts) if firsts else None,
+            "by_twin": sorted({r["twin"] for r in runs if r["verdict"] == "invalid"}, key=list(TWINS).index),
+            "anomaly_types": sorted({t for r in runs if r["verdict"] == "invalid" for t in r["anomaly_types"]}),
+            "errors": sum(r["verdict"] in ("crashed", "unknown") for r in runs),
+            "sim_failed": ("crash" if sim.get("crashed") else sim["failed"]) if sim else None,
+            "sim_seeds": a.sim_seeds if sim else None,
+            "wall_s": round(sum(r["wall_s"] for r in runs) + (sim["wall_s"] if sim else 0), 1),
+            "not_applied": not_applied, "resembles": m.resembles}
+
+
+def fmt(x: Any) -> str:
+    return "-" if x is None else (f"{x:.1f}" if isinstance(x, float) else str(x))
+
+
+def totals(rows: list[dict[str, Any]], runs: int) -> dict[str, Any]:
+    """The share of measured non-equivalent mutants caught in at least `runs` - 1 rounds of
+    `runs` (2 of 3), and the median of their times to the first anomaly."""
+    real = [r for r in rows if not r["equivalent"] and r["mutant"] != CONTROL and r["rounds"] >= runs]
+    need = max(1, runs - 1)
+    good = [r for r in real if r["caught"] >= need]
+    times = [r["first_anomaly_s"] for r in real if r["first_anomaly_s"] is not None]
+    return {"measured": len(real), "caught_enough": len(good), "need": need, "runs": runs,
+            "share": round(len(good) / len(real), 3) if real else None,
+            "median_first_anomaly_s": statistics.median(times) if times else None,
+            "wall_s": round(sum(r["wall_s"] for r in rows), 1)}
+
+
+def print_table(rows: list[dict[str, Any]], t: dict[str, Any]) -> None:
+    w = max(len(r["mutant"]) for r in rows)
+    print(f"{'mutant':{w}s}  {'area':24s}  caught  first anomaly (median s)  sim failed  wall s  twins; anomaly types")
+    for r in rows:
+        eq = " (equivalent)" if r["equivalent"] else ""
+        if r["not_applied"]:
+            print(f"{r['mutant']:{w}s}  {r['area']:24s}  does not apply: {r['not_applied']}")
+            continue
+        sim = f"{r['sim_failed']}/{r['sim_seeds']}" if r["sim_seeds"] else "-"
+        print(f"{r['mutant']:{w}s}  {r['area']:24s}  {r['caught']:>2d}/{r['rounds']:<3d}  {fmt(r['first_anomaly_s']):>24s}"
+              f"  {sim:>10s}  {fmt(r['wall_s']):>6s}  {','.join(r['by_twin']) or '-'}; "
+              f"{', '.join(r['anomaly_types']) or 'none'}{eq}", flush=True)
+    print(f"non-equivalent mutants caught in at least {t['need']} of {t['runs']} rounds: "
+          f"{t['caught_enough']}/{t['measured']} ({fmt(None if t['share'] is None else 100 * t['share'])} %); "
+          f"median time to the first anomaly {fmt(t['median_first_anomaly_s'])} s; "
+          f"total wall {fmt(t['wall_s'])} s", flush=True)
+
+
+def markdown(rows: list[dict[str, Any]], t: dict[str, Any]) -> str:
+    out = ["| mutant | area | caught / rounds | first anomaly (median s) | twins that caught it | anomaly types | "
+           "simulation (failed seeds) | resembles |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r["equivalent"]:
+            continue
+        sim = f"{r['sim_failed']}/{r['sim_seeds']}" if r["sim_seeds"] else "-"
+        out.append(f"| `{r['mutant']}` | {r['area']} | {r['caught']}/{r['rounds']} | {fmt(r['first_anomaly_s'])} | "
+                   f"{', '.join(r['by_twin']) or '-'} | {', '.join(r['anomaly_types']) or '-'} | {sim} | "
+                   f"{r['resembles']} |")
+    out.append("")
+    out.append(f"Non-equivalent mutants caught in at least {t['need']} of {t['runs']} rounds: "
+               f"**{t['caught_enough']}/{t['measured']}**; median time to the first anomaly "
+               f"**{fmt(t['median_first_anomaly_s'])} s**; wall time of the runs and simulations: "
+               f"{fmt(t['wall_s'] / 3600 if t['wall_s'] else None)} h.")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- main
+def check(catalogue: dict[str, Mutant], base: str) -> int:
+    """Apply each patch to a fresh copy; print which do not apply (exit 1 if any)."""
+    bad = 0
+    for m in catalogue.values():
+        with mutated(m, base) as (_copy, err):
+            print(f"{m.name}: {'applies' if err is None else 'DOES NOT APPLY: ' + err}")
+            bad += err is not None
+    print(f"{len(catalogue) - bad}/{len(catalogue)} patches apply to {base}")
+    return 1 if bad else 0
+
+
+def list_catalogue(catalogue: dict[str, Mutant]) -> None:
+    by_area: dict[str, list[Mutant]] = {}
+    for m in catalogue.values():
+        by_area.setdefault(m.area, []).append(m)
+    for area, ms in sorted(by_area.items()):
+        print(f"{area} ({len(ms)}):")
+        for m in ms:
+            print(f"  {m.name}{' [equivalent]' if m.equivalent else ''}: {m.resembles}")
+    eq = sum(m.equivalent is not None for m in catalogue.values())
+    print(f"{len(catalogue)} mutants, {eq} argued equivalent")
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="where results.jsonl and the runs go (resumed if there)")
+    ap.add_argument("--mutants", default=None, help="comma list of mutant names (default: all)")
+    ap.add_argument("--runs", type=int, default=3, help="rounds of the default campaign per mutant (default 3)")
+    ap.add_argument("--twins", default=",".join(TWINS), help=f"twins of a round, in order (default {','.join(TWINS)})")
+    ap.add_argument("--sim-seeds", type=int, default=100, help="simulation seeds per mutant (default 100)")
+    ap.add_argument("--no-sim", dest="sim", action="store_false", help="skip the simulation")
+    ap.add_argument("--no-campaign", dest="campaign", action="store_false", help="skip the real runs")
+    ap.add_argument("--time-limit", type=float, default=None, help="wrack test --time-limit (default: its own)")
+    ap.add_argument("--all-twins", action="store_true", help="run every twin of a round, caught or not")
+    ap.add_argument("--control", action="store_true", help="also measure the unmutated broker")
+    ap.add_argument("--base", default="HEAD", help="the broker the mutants patch: a git revision or 'worktree'")
+    ap.add_argument("--keep", action="store_true", help="keep the folders of valid runs too")
+    ap.add_argument("--check", action="store_true", help="only check that every patch applies")
+    ap.add_argument("--list", action="store_true", help="only list the catalogue")
+    ap.add_argument("--markdown", type=Path, default=None, help="also write the table as markdown to this file")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse(argv)
+    try:
+        catalogue = load_catalogue()
+        if a.list:
+            list_catalogue(catalogue)
+            return 0
+        if a.check:
+            return check(catalogue, a.base)
+        chosen = pick(catalogue, a.mutants, a.control)
+        twins = [x.strip() for x in a.twins.split(",") if x.strip()]
+        bad = [t for t in twins if t not in TWINS]
+        if bad or not twins:
+            raise BadInput(f"--twins: unknown twin {bad[0] if bad else '(none)'!r} (known: {', '.join(TWINS)})")
+        if a.runs < 1 or a.sim_seeds < 1:
+            raise BadInput("--runs and --sim-seeds must be at least 1")
+        if a.out is None:
+            raise BadInput("--out DIR is needed (results are kept there and resumed)")
+    except BadInput as e:
+        print(f"mutants: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    a.out.mkdir(parents=True, exist_ok=True)
+    res = Results(a.out)
+    print(f"mutants: {len(chosen)} to measure, {a.runs} round(s) of {','.join(twins)}, {a.sim_seeds} simulation "
+          f"seeds; results in {a.out / 'results.jsonl'}; load average {loadavg()} at the start", file=sys.stderr)
+    rows = []
+    for m in chosen:
+        rows.append(summarize(m, res, a, measure(m, res, a, twins)))
+    t = totals(rows, a.runs)
+    print_table(rows, t)
+    if a.markdown:
+        a.markdown.write_text(markdown(rows, t))
+    if a.json:
+        for r in rows:
+            print(json.dumps(r))
+        print(json.dumps({"totals": t}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

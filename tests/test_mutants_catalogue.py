@@ -1,0 +1,48 @@
+"""The mutant catalogue (bench/mutants/, issue 25) measures the harness and never steers it:
+no product package reads it; every patch names the bug it resembles and applies to the
+broker as committed; bench/mutants.py refuses bad input with one line and exit 254."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+import mutants  # noqa: E402
+
+PRODUCT = ("contracts", "broker", "clusters", "nemesis", "workloads", "checkers", "suites", "pipeline", "harness")
+AREAS = {"replica/HWM/ISR", "election/epochs", "storage/flush/recovery", "idempotent producers",
+         "transactions/coordinator", "groups/offsets", "produce/fetch errors", "controller/Raft", "wire"}
+
+
+def test_nothing_in_the_product_reads_the_catalogue():
+    pattern = re.compile(r"bench[/.]mutants|mutants\.py|load_catalogue")
+    hits = [f"{p}" for pkg in PRODUCT for p in (ROOT / pkg).rglob("*.py") if pattern.search(p.read_text())]
+    assert hits == []
+
+
+def test_the_catalogue_spans_the_broker_and_names_real_bugs():
+    cat = mutants.load_catalogue()
+    real = [m for m in cat.values() if m.equivalent is None]
+    assert len(cat) >= 30 and len(real) >= 30
+    assert {m.area for m in cat.values()} == AREAS
+    for m in cat.values():
+        assert re.search(r"KAFKA-\d+|KIP-\d+|Jepsen|Raft", m.resembles), m.name
+        assert m.patch.count("\n+++ ") >= 1 and "\n-" in m.patch and "\n+" in m.patch, m.name
+
+
+def test_every_patch_applies_to_the_committed_broker(capsys):
+    assert mutants.check(mutants.load_catalogue(), "HEAD") == 0
+    assert "patches apply to HEAD" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_line_and_254(tmp_path):
+    for args in (["--mutants", "no-such-mutant", "--out", str(tmp_path)], ["--twins", "default,evil", "--out", str(tmp_path)],
+                 ["--runs", "0", "--out", str(tmp_path)], []):
+        p = subprocess.run([sys.executable, str(ROOT / "bench" / "mutants.py"), *args], capture_output=True, text=True)
+        assert p.returncode == 254, (args, p.stderr)
+        assert p.stderr.startswith("mutants: error: ") and len(p.stderr.strip().splitlines()) == 1
