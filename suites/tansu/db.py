@@ -153,12 +153,15 @@ class TansuDB(ServiceDB):
 
     def kill(self, node: Node) -> None:
         """SIGKILL of the postmaster and its children at once (a power cut), waiting until every
-        one is gone; then the hooks' after_kill (power loss: LazyFS drops the unsynced writes)."""
+        one is gone (reaped, at most 15 s each); then the hooks' after_kill (power loss: LazyFS
+        drops the unsynced writes)."""
         if not self.is_database(node):
             return super().kill(node)
+        # gone means reaped, not a zombie: a new postmaster takes a zombie's pid in postmaster.pid
+        # for a live server and refuses to start ("lock file postmaster.pid already exists")
         node.sh(f"{self._server_pids(node)} && kill -9 $ps; for q in $ps; do i=0; "
-                f"while [ -e /proc/$q ] && [ \"$(cut -d' ' -f3 /proc/$q/stat 2>/dev/null)\" != Z ]; do "
-                f"i=$((i+1)); [ $i -gt 200 ] && break; sleep 0.05; done; done; true", check=False, timeout=30)
+                f"while [ -e /proc/$q ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.05; done; done; true",
+                check=False, timeout=30)
         self._hook("after_kill", node)
 
     def pause(self, node: Node) -> None:
