@@ -12,7 +12,8 @@ clients, the observer's and the nemesis's metadata, stay direct); the proxy is c
   direction, `kproxy.ProxyRule`); every action the proxy takes is journaled as a
   `client-path-action` event (type, direction, action, node, correlation id); the stop
   records how often each rule acted. A rule naming an unknown request type is refused.
-- `start-retry-failover` {"candidates": [[T, P], ...], "fault": "kill" | "restart",
+- `retry-failover` (played whole: start, hold `hold_s`, stop, as one instant op) and
+  `start-retry-failover` {"candidates": [[T, P], ...], "fault": "kill" | "restart",
   "hold_s": S} / `stop-retry-failover`: the answers to every Produce request to the leader
   of the first candidate that has one are dropped for `hold_s` (the batches are written
   and replicated, the producers never hear it and keep them to retry), then that leader
@@ -92,6 +93,14 @@ class ClientPath:
                 continue
         raise TargetError("retry-failover: no candidate partition has a leader now")
 
+    def failover_played(self, value: Any) -> dict[str, Any]:
+        """`retry-failover` (an instant op, played whole): `start-retry-failover`, held
+        `hold_s`, then every node started."""
+        out = self.retry_failover(value)
+        time.sleep(float((value or {}).get("hold_s", 10.0)))
+        out.update(self.end_failover())
+        return out
+
     def end_failover(self, _value: Any = None) -> dict[str, Any]:
         self.nem.invoke(FaultOp("start", "all"))
         return {"started": "all"}
@@ -119,6 +128,7 @@ def install_client_path(nem: Nemesis) -> ClientPath:
     nem.register("stop-client-path", cp.stop)
     nem.register("start-retry-failover", cp.retry_failover)
     nem.register("stop-retry-failover", cp.end_failover)
+    nem.register("retry-failover", cp.failover_played)
     nem.register_heal("client-path", cp.heal)
     nem.register_teardown("client-path proxy", cp.proxy.close)
     return cp
@@ -163,14 +173,15 @@ def client_path_package(apis: Sequence[str] = DEFAULT_APIS, name: str = "client-
 
 
 def retry_failover_package(candidates: Callable[[random.Random], Sequence[Sequence[Any]]]) -> FaultPackage:
-    """`start-retry-failover` on the partitions `candidates(rng)` draws (a kill, or now and
-    then a clean restart of the leader), `stop-retry-failover` after it."""
+    """`retry-failover` played whole on the partitions `candidates(rng)` draws (a kill, or
+    now and then a clean restart of the leader; held 5-15 s), an instant of tier 0."""
     def start(rng: random.Random) -> FaultOp:
-        return FaultOp("start-retry-failover", {"candidates": [list(c) for c in candidates(rng)],
-                                                "fault": "kill" if rng.random() < 0.6 else "restart"})
+        return FaultOp("retry-failover", {"candidates": [list(c) for c in candidates(rng)],
+                                          "fault": "kill" if rng.random() < 0.6 else "restart",
+                                          "hold_s": round(rng.uniform(5, 15), 1)})
 
-    return FaultPackage("retry-failover", start, FaultOp("stop-retry-failover"), [FaultOp("stop-retry-failover")],
-                        "#E0A8C8", install_client_path)
+    return FaultPackage("retry-failover", start, None, [FaultOp("stop-retry-failover")], "#E0A8C8",
+                        install_client_path, tier=0)
 
 
 COLOR = "#9FD6C2"

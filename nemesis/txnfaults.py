@@ -27,8 +27,12 @@ installed too: the coordinator is found by what the clients send through it):
   transactions' outcomes reach their partitions late (KIP-890's hanging transactions
   started from delayed markers). Skipped (nothing held) when no transactional id was seen.
 
-Packages: `txn_coordinator_package`, `delay_markers_package` (in turn, in a rotation) and
-`fence_producer_package` (background: beside the rotation).
+`txn-coordinator` and `delay-markers` play those faults whole (start, hold `hold_s`, undo) as
+one instant op, which skips at once when no transaction runs.
+
+Packages: `txn_coordinator_package`, `delay_markers_package` (instants of tier 0: first in a
+rotation round, free when skipped) and `fence_producer_package` (background: beside the
+rotation).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from nemesis.schedule import FaultPackage
 FAULTS = {"kill": ("kill", FaultOp("start", "all")), "pause": ("pause", FaultOp("resume", "all")),
           "partition": ("start-partition", FaultOp("stop-partition"))}
 WAIT_S = 10.0  # how long the coordinator fault waits for a client's EndTxn
+HOLD_S = 10.0  # how long a fault played whole (`txn-coordinator`, `delay-markers`) is held
 RETRIABLE = {"concurrent_transactions", "coordinator_load_in_progress", "not_coordinator",
              "coordinator_not_available"}
 FENCE_TIMEOUT_S = 10.0
@@ -80,6 +85,15 @@ class TxnFaults:
         self.nem.invoke(FaultOp(f, {"isolate": [node]} if fault == "partition" else [node]))
         self.undo = undo
         return {"fault": fault, "node": node, **held.info, "lag_ms": v.get("lag_ms", 0)}
+
+    def coordinator_played(self, value: Any) -> dict[str, Any]:
+        """`txn-coordinator` (an instant op, played whole): `start-txn-coordinator`'s fault,
+        held `hold_s`, then undone; a skipped one returns at once."""
+        out = self.coordinator(value)
+        if "skipped" not in out:
+            time.sleep(float((value or {}).get("hold_s", HOLD_S)))
+            out["undone"] = self.end_coordinator()["undone"]
+        return out
 
     def end_coordinator(self, _value: Any = None) -> dict[str, Any]:
         undo, self.undo = self.undo, None
@@ -142,6 +156,14 @@ class TxnFaults:
         self.markers_held = True
         return {"frame": MARKERS, "nodes": names}
 
+    def markers_played(self, value: Any) -> dict[str, Any]:
+        """`delay-markers` (an instant op, played whole): the markers held `hold_s`, then let go."""
+        out = self.delay_markers(value)
+        if "skipped" not in out:
+            time.sleep(float((value or {}).get("hold_s", HOLD_S)))
+            out.update(self.end_marker_delay())
+        return out
+
     def end_marker_delay(self, _value: Any = None) -> dict[str, Any]:
         if not self.markers_held:
             return {"healed": None}
@@ -164,26 +186,30 @@ def install_txn_faults(nem: Nemesis) -> TxnFaults:
     nem.register("fence-producer", tf.fence)
     nem.register("start-delay-markers", tf.delay_markers)
     nem.register("stop-delay-markers", tf.end_marker_delay)
+    nem.register("txn-coordinator", tf.coordinator_played)
+    nem.register("delay-markers", tf.markers_played)
     nem.register_heal("txn-faults", tf.forget)
     return tf
 
 
 def txn_coordinator_package() -> FaultPackage:
-    """`start-txn-coordinator` (kill, pause or isolate, drawn; 0-400 ms after the EndTxn
-    is let through), `stop-txn-coordinator` after it."""
+    """`txn-coordinator` played whole (kill, pause or isolate, drawn; 0-400 ms after the
+    EndTxn is let through; held 5-15 s): an instant that skips at once without
+    transactions, so it goes first in a rotation round (tier 0) at no cost to runs without them."""
     faults = sorted(FAULTS)
 
     def start(rng: random.Random) -> FaultOp:
-        return FaultOp("start-txn-coordinator", {"fault": faults[rng.randrange(len(faults))],
-                                                 "lag_ms": rng.randrange(0, 400)})
+        return FaultOp("txn-coordinator", {"fault": faults[rng.randrange(len(faults))],
+                                           "lag_ms": rng.randrange(0, 400), "hold_s": round(rng.uniform(5, 15), 1)})
 
-    return FaultPackage("txn-coordinator", start, FaultOp("stop-txn-coordinator"), [FaultOp("stop-txn-coordinator")],
-                        "#C97B63", install_txn_faults)
+    return FaultPackage("txn-coordinator", start, None, [FaultOp("stop-txn-coordinator")], "#C97B63",
+                        install_txn_faults, tier=0)
 
 
 def delay_markers_package() -> FaultPackage:
-    return FaultPackage("delay-markers", lambda rng: FaultOp("start-delay-markers"), FaultOp("stop-delay-markers"),
-                        [FaultOp("stop-delay-markers")], "#B5A06A", install_txn_faults)
+    """`delay-markers` played whole (held 5-15 s), tier 0 as `txn_coordinator_package`."""
+    return FaultPackage("delay-markers", lambda rng: FaultOp("delay-markers", {"hold_s": round(rng.uniform(5, 15), 1)}),
+                        None, [FaultOp("stop-delay-markers")], "#B5A06A", install_txn_faults, tier=0)
 
 
 def fence_producer_package() -> FaultPackage:

@@ -71,6 +71,8 @@ def test_transaction_faults_skip_their_turn_without_transactions(nem):
     assert nem.invoke(FaultOp("stop-txn-coordinator"))["value"] == {"undone": None}
     assert "skipped" in nem.invoke(FaultOp("fence-producer"))["value"]
     assert "skipped" in nem.invoke(FaultOp("start-delay-markers"))["value"]
+    for played in ("txn-coordinator", "delay-markers"):  # played whole: skipped at once
+        assert "skipped" in nem.invoke(FaultOp(played, {"hold_s": 30}))["value"]
     assert nem.invoke(FaultOp("stop-delay-markers"))["value"] == {"healed": None}
     with pytest.raises(ValueError):
         nem.invoke(FaultOp("start-txn-coordinator", {"fault": "explode"}))
