@@ -157,17 +157,18 @@ def write_history(path: Path, keys: int, nops: int, procs: int, plant: str | Non
 @dataclass
 class Run:
     wall: float
-    cpu: float  # user + system seconds
+    cpu: float | None  # user + system seconds (None: killed before it said)
     rss_mb: float
     verdict: str
     note: str = ""
 
 
-def run_process(cmd: list[str], limit: float, cap_mb: float) -> tuple[float, float, float, int, bytes, str]:
+def run_process(cmd: list[str], limit: float, cap_mb: float) -> tuple[float, float | None, float, int, bytes, str]:
     """Run `cmd`: (wall s, CPU s, peak RSS MB, exit code, stdout, note). Killed (note says why)
     past `limit` + 10 s or `cap_mb` of RSS (sampled every 50 ms). CPU and peak RSS come from
     GNU time (/usr/bin/time) around it, which starts it from a small process: the peak RSS
-    a process reports after a fork from this one would count this one's memory too."""
+    a process reports after a fork from this one would count this one's memory too. A
+    killed process has no CPU figure, and the largest RSS sampled."""
     with tempfile.TemporaryDirectory() as d:
         usage = Path(d) / "usage"
         gnu_time = ["/usr/bin/time", "-f", "%M %U %S", "-o", str(usage)] if Path("/usr/bin/time").exists() else []
@@ -181,7 +182,7 @@ def run_process(cmd: list[str], limit: float, cap_mb: float) -> tuple[float, flo
             kb, user, system = usage.read_text().split()[-3:]
             rss, cpu = int(kb) / 1024, float(user) + float(system)
         except (OSError, ValueError):
-            pass  # killed, or no GNU time: wait4's figures
+            cpu = None if note else cpu  # killed: no figure; no GNU time: wait4's
         return wall, cpu, rss, p.returncode, stdout, note
 
 
@@ -198,13 +199,16 @@ def _rss_mb(pid: int) -> float:
 
 
 def _wait(p: subprocess.Popen, t0: float, limit: float, cap_mb: float) -> tuple[float, float, float, str]:
-    """Wait for `p`, killing it past the limits: (wall s, CPU s, peak RSS MB, note)."""
+    """Wait for `p`, killing it past the limits: (wall s, CPU s, peak RSS MB, note); wait4's
+    figures, the RSS at least the largest sampled."""
     note: list[str] = []
     done = threading.Event()
+    peak = [0.0]
 
     def watch() -> None:
         while not done.wait(0.05):
             rss = _rss_mb(p.pid)
+            peak[0] = max(peak[0], rss)
             over = time.perf_counter() - t0 > limit + 10
             if rss > cap_mb or over:
                 note.append(f"killed at {rss:.0f} MB" if rss > cap_mb else "killed after the time limit")
@@ -216,7 +220,7 @@ def _wait(p: subprocess.Popen, t0: float, limit: float, cap_mb: float) -> tuple[
     wall = time.perf_counter() - t0
     done.set()
     p.returncode = os.waitstatus_to_exitcode(status)
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, "; ".join(note)
+    return wall, ru.ru_utime + ru.ru_stime, max(peak[0], ru.ru_maxrss / 1024), "; ".join(note)
 
 
 def ours(path: Path, limit: float, cap_mb: float) -> Run:
@@ -240,7 +244,7 @@ def porcupine(driver: Path, path: Path, limit: float, cap_mb: float) -> Run:
     try:
         verdict = {"Ok": "valid", "Illegal": "invalid", "Unknown": "unknown"}[json.loads(out)["result"]]
     except (ValueError, KeyError):
-        verdict = f"rc {rc}"
+        verdict = "killed" if note else f"rc {rc}"
     return Run(wall, cpu, rss, verdict, note or ("no answer in the time limit" if verdict == "unknown" else ""))
 
 
@@ -296,9 +300,11 @@ def jepsen(args: argparse.Namespace) -> int:
 
 def _row(name: str, ops: int, a: Run, b: Run | None, load: str) -> str:
     def cells(r: Run | None) -> str:
-        return f"{'-':>8s} {'':>7s} {'':>7s} {'':>7s}" if r is None else \
-            f"{r.verdict:>8s} {r.wall:6.2f}s {r.cpu:6.2f}s {r.rss_mb:5.0f}MB"
-    ratio = "" if b is None else f"{b.wall / a.wall:5.1f}x" + (">" if b.verdict == "unknown" else " ")
+        if r is None:
+            return f"{'-':>8s} {'':>7s} {'':>7s} {'':>7s}"
+        cpu = f"{r.cpu:6.2f}s" if r.cpu is not None else f"{'-':>7s}"
+        return f"{r.verdict:>8s} {r.wall:6.2f}s {cpu} {r.rss_mb:5.0f}MB"
+    ratio = "" if b is None else f"{b.wall / a.wall:5.1f}x" + (">" if b.verdict in ("unknown", "killed") else " ")
     notes = "; ".join(x for x in (a.note and f"ours: {a.note}", b and b.note and f"Porcupine: {b.note}") if x)
     return f"{name:22s} {ops:7d} | {cells(a)} | {cells(b)} | {ratio:>6s} | {load:6s} | {notes}"
 
