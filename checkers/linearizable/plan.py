@@ -74,7 +74,7 @@ class Plan:
         self.stage = "rule 6" if hooks.complete else "exact"
         self.exact: Search | None = None  # the exact search, in the directed move order
         self.others: list[Search] = []  # those that join it: the plain order, the relaxed search
-        self.alone = 4 * self.n + EXACT_ALONE  # moves the exact search gets before the others join
+        self.alone: int | None = 4 * self.n + EXACT_ALONE  # moves the exact search gets before the others join
         self.result: bool | None = None
         self.refuted: Overwritten | None = None
         self.failed: Search | None = None  # the search that failed

@@ -62,10 +62,10 @@ class _Finder:
     def __init__(self, plan: Plan, budget: int):
         self.p = plan
         self.budget = budget
-        self.order = sorted(range(plan.n), key=lambda i: plan.starts[i])
+        self.order = range(plan.n)  # a plan's ops are in call order
 
     def check(self, q: float | None, end: float) -> _Check:
-        """Refute window [q, end] with relaxed searches (one per starting state)."""
+        """Refute window [q, end]: one relaxed search, starting in each of its first states in turn."""
         p = self.p
         idx: list[int] = []
         carried: list[int] = []
