@@ -115,7 +115,7 @@ def _window_note(a: Analysis, p: Partition) -> str:
     ends = [p.ops[i].op.ret_line for i in w.ops if p.ops[i].end == w.end]
     to = f" to line {ends[0]}" if ends else ""
     states = ", ".join(m.describe_state(st) for st in w.states)
-    out = [f"<p><b>Counterexample window</b> {where}{to}: {len(w.ops)} ops that no order can linearize "
+    out = [f"<p><b>Counterexample window</b> {where}{to}: {len(w.ops)} op{'' if len(w.ops) == 1 else 's'} that no order can linearize "
            f"(found by {_e(w.reason)}), starting in any of the states {_e(states)} "
            f"(the initial one, or one an earlier op can have made).</p>"]
     why = rule6_text(m, p)
@@ -207,7 +207,9 @@ def _table(a: Analysis, p: Partition) -> str:
                     f"<td>{lo.op.line}</td><td>{_e(m.describe_state(state))}</td></tr>")
     if p.cannot_follow is not None:
         lo = p.ops[p.cannot_follow]
-        st = m.describe_state(p.failed_in)
+        w = p.window
+        st = "any state the window starts in" if w is not None and not p.linearization and len(w.states) > 1 \
+            else m.describe_state(p.failed_in)
         rows.append(f"<tr class=\"bad\"><td>&#10007;</td><td>{_e(lo.op.process)}</td>"
                     f"<td>{_e(_label(a, lo))}</td><td>{lo.op.line}</td>"
                     f"<td>cannot follow: illegal in {_e(st)}</td></tr>")
