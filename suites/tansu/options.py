@@ -66,6 +66,8 @@ def validate(o: Any) -> None:
                        "come from this machine)")
     if o.txn_p != 0:
         bad("txn-p", f"{o.txn_p}: Tansu is tested without transactions (0 only)")
+    if getattr(o, "idempotence", False):
+        bad("idempotence", "Tansu is tested without the idempotent producer")
     if o.in_flight < 0:
         bad("in-flight", f"{o.in_flight} must not be negative")
     if o.partitions < 1 or o.topics < 1:

@@ -22,6 +22,8 @@ from contracts import store
 from suites.base import RunFacts, Suite
 from suites.tansu import build, faults, options, rules
 from suites.tansu.db import TansuConfig, TansuDB
+from suites.tansu.queue import TansuQueueWorkload
+from workloads.base import WorkloadOptions
 from workloads.kafka_io import create_topics
 
 
@@ -29,7 +31,8 @@ class TansuSuite(Suite):
     name = "tansu"
     summary = "Tansu 0.6.0 (cargo package tansu): stateless Kafka-compatible brokers on one PostgreSQL"
     option_groups = options.GROUPS
-    workloads = workloads.factories(("queue", "group", "log", "noop"), idempotent=False)
+    workloads = {"queue": lambda options: TansuQueueWorkload(tansu_options(options)),
+                 **workloads.factories(("group", "log", "noop"), idempotent=False)}
     default_workload = "queue"
     default_mix = faults.MIX
 
@@ -62,6 +65,13 @@ class TansuSuite(Suite):
 
     def explain(self, run_dir: Path, results: Mapping[str, Any], test: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
+
+
+def tansu_options(options: Mapping[str, Any]) -> WorkloadOptions:
+    """The workload options of a test on Tansu: its producers are not idempotent."""
+    wo = WorkloadOptions.from_test(options)
+    wo.idempotent = False
+    return wo
 
 
 SUITE = TansuSuite()

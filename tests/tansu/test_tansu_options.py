@@ -25,6 +25,7 @@ WRACK = str(Path(sys.executable).parent / "wrack")
 
 @pytest.mark.parametrize("args, named", [
     (["--txn-p", "0.5"], "--txn-p"),
+    (["--idempotence"], "--idempotence"),
     (["--nodes", "1"], "--nodes"),
     (["--postgres-setting", "bogus"], "--postgres-setting"),
     (["--safeguard-off", "elr"], "--safeguard-off"),
