@@ -115,6 +115,11 @@ def test_the_counterexample_is_the_smallest_window(tmp_path):
     ('{"process":0,"type":"invoke","f":"write","value":1,"time":10}\n'
      '{"process":0,"type":"ok","f":"write","value":1,"time":5}\n'
      '{"process":1,"type":"invoke","f":"read","value":null,"time":11}\n', ":2:", "before its invocation"),
+    ('{"process":0,"type":"invoke","f":"write","value":["a",1]}\n{"process":0,"type":"ok","f":"write","value":["a",1]}\n'
+     '{"process":1,"type":"invoke","f":"write","value":3}\n{"process":1,"type":"ok","f":"write","value":3}\n', ":4:",
+     "a history uses one form"),
+    ('{"process":0,"type":"invoke","f":"read","value":["a",null]}\n'
+     '{"process":0,"type":"ok","f":"read","value":["b",1]}\n', ":2:", "differs from the invoked key"),
 ])
 def test_bad_jsonl_input_is_one_line_with_file_and_line(tmp_path, content, where, what):
     p = tmp_path / "h.jsonl"
