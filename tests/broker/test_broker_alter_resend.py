@@ -1,5 +1,5 @@
 """A leader's AlterPartition requests go through a channel like Kafka's controller channel
-(broker/core/broker.py `_send_alter`): one request per partition in flight until answered,
+(broker/core/alter_channel.py `AlterPartitionChannel`): one request per partition in flight until answered,
 sent again, unchanged, whenever the link to the controller breaks, also after newer metadata
 replaced the proposal (the request may then reach the controller after the controller changed
 the partition: what the partition-epoch and broker-epoch checks are for; the real-node
@@ -24,7 +24,7 @@ def leader_with_alter_in_flight():
     leader = c.brokers[c.leader(TP)].broker
     r = leader.partitions[TP]
     req = r._alter_request(r.isr[:2], r.recovery_state, c.now, leader.image)  # a shrink, not yet answered
-    leader._send_alter(req, c.now, Actions())
+    leader.alter_channel.send(req, c.now, Actions())
     return c, leader, r, req
 
 
@@ -48,11 +48,11 @@ def test_a_newer_proposal_waits_for_the_answer_and_an_answered_one_is_not_sent_a
     r.pending_alter = None
     newer = r._alter_request(r.isr[:1], r.recovery_state, c.now, leader.image)
     acts = Actions()
-    leader._send_alter(newer, c.now, acts)
+    leader.alter_channel.send(newer, c.now, acts)
     assert alters(acts) == []  # queued behind the unanswered request
     acts = Actions()
     answer = AlterPartitionResponse(req.correlation_id, TP, ErrorCode.invalid_update_version)
-    leader._alter_answered(answer, c.now, acts)
+    leader.alter_channel.answered(answer, c.now, acts)
     assert alters(acts) == [newer]
     assert alters(leader.controller_connection_lost(c.now)) == [newer]  # the answered one is gone
 
