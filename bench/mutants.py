@@ -10,8 +10,8 @@ and measured two ways:
 - its default campaign, `--runs` rounds: each round runs the default test and then its
   transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`), each a real
   `wrack test` on a local cluster whose brokers run the copy (`--broker-command`), under
-  `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine, taken per run so
-  other work interleaves). A round is *caught* at its first invalid twin (the others are
+  `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine), taken per run so
+  other work interleaves, or per mutant (`--lock-scope mutant`: its rounds back to back). A round is *caught* at its first invalid twin (the others are
   skipped, `--all-twins` runs them anyway); its time to the first anomaly is that run's
   `first_anomaly_time` (seconds from the start of the workload).
 
@@ -25,7 +25,8 @@ ends, and a later invocation with the same `--out` resumes: what is there is not
     .venv/bin/python bench/mutants.py --check              # does every patch apply? (exit 1 if not)
     .venv/bin/python bench/mutants.py --out /tmp/mutants [--mutants a,b] [--runs 3]
         [--twins default,txn,idem] [--sim-seeds 100] [--no-sim] [--no-campaign]
-        [--time-limit S] [--all-twins] [--control] [--keep] [--markdown FILE] [--json]
+        [--time-limit S] [--all-twins] [--control] [--keep] [--lock-scope run|mutant]
+        [--markdown FILE] [--json]
 
 `--control` adds the unmutated copy (`control`) to the measured set. Bad input (an unknown
 mutant or twin, a patch file without its header lines) is one line and exit 254. Nothing
@@ -187,7 +188,8 @@ def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argpa
     """One `wrack test` of `twin` on the mutated broker, under the machine's cluster lock."""
     seed = 1000 + 10 * rnd + list(TWINS).index(twin)
     name = f"{m.name}-r{rnd}-{twin}"
-    argv = ["flock", LOCK, str(Path(sys.executable).parent / "wrack"), "test", "--quiet", "--json",
+    lock = ["flock", LOCK] if a.lock_scope == "run" else []  # "mutant": the campaign holds it (`holding`)
+    argv = [*lock, str(Path(sys.executable).parent / "wrack"), "test", "--quiet", "--json",
             "--results", str(out / "runs"), "--name", name, "--seed", str(seed), "--no-data",
             "--broker-command", str(launcher), *TWINS[twin]]
     if a.time_limit:
@@ -251,8 +253,25 @@ def measure(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) ->
             said = f"crashed: {s['error']}" if s["crashed"] else f"{s['failed']}/{a.sim_seeds} seeds failed"
             print(f"  {m.name} simulation: {said} ({s['wall_s']} s)", file=sys.stderr, flush=True)
         if need_runs:
-            campaign(copy / "run-broker", a.out, m, res, a, twins)
+            with holding(LOCK if a.lock_scope == "mutant" else None):
+                campaign(copy / "run-broker", a.out, m, res, a, twins)
     return None
+
+
+@contextmanager
+def holding(path: str | None) -> Iterator[None]:
+    """The machine's cluster lock held for the block (none with `path` None)."""
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _rounds_left(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) -> bool:
@@ -381,6 +400,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--control", action="store_true", help="also measure the unmutated broker")
     ap.add_argument("--base", default="HEAD", help="the broker the mutants patch: a git revision or 'worktree'")
     ap.add_argument("--keep", action="store_true", help="keep the folders of valid runs too")
+    ap.add_argument("--lock-scope", choices=("run", "mutant"), default="run",
+                    help=f"hold {LOCK} for each run (default) or for each mutant's whole campaign")
     ap.add_argument("--check", action="store_true", help="only check that every patch applies")
     ap.add_argument("--list", action="store_true", help="only list the catalogue")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the table as markdown to this file")
