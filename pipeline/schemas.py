@@ -6,6 +6,9 @@ A pipeline directory holds one Parquet dataset per table (`DIR/<table>/*.parquet
   full option map stays in `options_json`), the harness's verdict and anomaly counts from
   results.json, durations, versions, the keys its Kafka micro-ops touch, and how the
   history was read (`damaged`, `damage`, `dropped_lines`). A run is ingested iff it has a row here (written last: the commit).
+  A campaign's run carries its campaign, cell (options as JSON), repeat, the cell's `expect`,
+  `campaign_run` (the campaign folder's timestamp: one execution of the campaign) and
+  `campaign_retried` (a retry after its first attempt's executor was lost).
 - `ops`: one row per micro-op of each client operation (an invoke paired with its
   completion): a send, one message a poll returned, one key of an assign/subscribe.
   Operations without micro-ops (crash, empty or failed polls, register ops) get one row
@@ -73,6 +76,9 @@ RUNS = pa.schema([
     pa.field("campaign", pa.string()),
     pa.field("campaign_cell", pa.string()),
     pa.field("campaign_repeat", pa.int32()),
+    pa.field("campaign_expect", pa.string()),
+    pa.field("campaign_run", pa.string()),
+    pa.field("campaign_retried", pa.bool_()),
     pa.field("has_results", pa.bool_()),
     pa.field("valid", pa.string()),
     pa.field("anomaly_types", pa.list_(pa.string())),
