@@ -36,10 +36,11 @@ from typing import Any
 from clusters.db import ServiceDB
 from clusters.node import Cluster, DaemonSpec, Node, NodeError
 from suites.tansu.postgres import PORT as PG_PORT
-from suites.tansu.postgres import USER, PostgresServer, failure_cause
+from suites.tansu.postgres import USER, PostgresServer, failure_cause, ready
 
 BROKER_PORT = 9092
 CLUSTER_ID = "wrack"
+DATABASE_WAIT_S = 60.0  # how long a broker's start waits for a recovering database
 CLOCK_ENV = ("LD_PRELOAD", "FAKETIME_TIMESTAMP_FILE", "FAKETIME_NO_CACHE", "FAKETIME_DISABLE_SHM",
              "FAKETIME_DONT_FAKE_MONOTONIC")
 
@@ -126,6 +127,8 @@ class TansuDB(ServiceDB):
     # ------------------------------------------------------------------ lifecycle
     def start(self, node: Node, env: Mapping[str, str] | None = None) -> int:
         if not self.is_database(node):
+            if not self.running(node):
+                self._await_database()
             return super().start(node, {"RUST_LOG": self.config.rust_log, "NO_COLOR": "1", **(env or {})})
         pf = self.pidfile(node)
         if node.daemon_running(pf):
@@ -139,6 +142,20 @@ class TansuDB(ServiceDB):
             full.pop(k, None)
         return node.start_daemon(DaemonSpec(name="postgres", argv=self.argv(node), pidfile=pf,
                                             logfile=self.logfile(node), env=full, cwd=self.dir(node)))
+
+    def _await_database(self, timeout: float = DATABASE_WAIT_S) -> None:
+        """Before a broker starts: until PostgreSQL accepts connections, if it runs (a Tansu
+        broker exits at once when it cannot register in the database, e.g. while PostgreSQL
+        recovers after a crash; docs/findings/tansu-0.6.0.md). A stopped or paused database
+        is not waited for: the broker's start is the fault's business then."""
+        db = self.database_node()
+        deadline = time.monotonic() + timeout
+        while self.running(db) and not self._paused(db) and not ready(db) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def _paused(self, node: Node) -> bool:
+        st = node.daemon_state(self.pidfile(node))
+        return st is not None and st.stopped
 
     def _signal_group(self, node: Node, sig: int) -> bool:
         """Signal the postmaster and its children, in one kill: PostgreSQL's backends and

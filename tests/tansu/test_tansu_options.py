@@ -100,6 +100,10 @@ def test_the_failure_cause_is_the_fatal_line():
            "2026-11-28 10:00:00.001 UTC [12] FATAL:  unrecognized configuration parameter \"bogus\"\n")
     assert failure_cause(log) == 'FATAL: unrecognized configuration parameter "bogus"'
     assert failure_cause("") == "it printed nothing"
+    conf = ('2026-11-28 12:27:25.100 GMT [10166] LOG:  unrecognized configuration parameter "bogus_param" in file '
+            '"/x/postgresql.conf" line 15\n2026-11-28 12:27:25.100 GMT [10166] FATAL:  configuration file '
+            '"/x/postgresql.conf" contains errors\n')
+    assert failure_cause(conf).startswith('unrecognized configuration parameter "bogus_param"')
 
 
 def test_schema_types_match_what_tansu_binds():
