@@ -14,8 +14,8 @@ clients, the observer's and the nemesis's metadata, stay direct); the proxy is c
   records how often each rule acted. A rule naming an unknown request type is refused.
 - `retry-failover` (played whole: start, hold `hold_s`, stop, as one instant op) and
   `start-retry-failover` {"candidates": [[T, P], ...], "fault": "kill" | "restart",
-  "hold_s": S} / `stop-retry-failover`: the answers to every Produce request to the leader
-  of the first candidate that has one are dropped for `hold_s` (the batches are written
+  "drop_s": S} / `stop-retry-failover`: the answers to every Produce request to the leader
+  of the first candidate that has one are dropped for `drop_s` (1.5 s) (the batches are written
   and replicated, the producers never hear it and keep them to retry), then that leader
   is killed (or restarted cleanly: its producer state is rebuilt from its log); the
   producers retry on the next leader, which must recognise every batch it already has
@@ -44,7 +44,8 @@ from nemesis.schedule import FaultPackage
 from nemesis.targets import TargetError
 
 ACTION_F = "client-path-action"
-HOLD_S = 1.5  # how long Produce answers are dropped before the leader goes
+HOLD_S = 1.5  # how long Produce answers are dropped before the leader goes (`drop_s`)
+OWNER, FAILOVER = "client-path", "retry-failover"  # their rules at the proxy
 DROP_LIMIT = 500  # answers dropped at most (each one is journaled)
 
 
@@ -59,13 +60,12 @@ class ClientPath:
 
     def start(self, value: Any) -> dict[str, Any]:
         rules = [ProxyRule.from_dict(r) for r in (value or {}).get("rules", [])]
-        self.proxy.clear()
         self.rules = rules
-        self.proxy.set_rules(rules)
+        self.proxy.set_rules(rules, OWNER)
         return {"rules": [r.to_dict() for r in rules]}
 
     def stop(self, _value: Any = None) -> dict[str, Any]:
-        counts = self.proxy.clear()
+        counts = self.proxy.clear_rules(OWNER)
         out = {"acted": [{"rule": r.to_dict(), "times": n} for r, n in zip(self.rules, counts, strict=False)]}
         self.rules = []
         return out
@@ -76,12 +76,12 @@ class ClientPath:
         if fault not in ("kill", "restart"):
             raise ValueError(f"retry-failover: fault {fault!r} is not kill or restart")
         topic, part, leader = self._leader(v.get("candidates") or [])
-        self.proxy.set_rules([ProxyRule("Produce", "drop", "response", limit=DROP_LIMIT, node=leader)])
-        time.sleep(float(v.get("hold_s", HOLD_S)))
+        self.proxy.set_rules([ProxyRule("Produce", "drop", "response", limit=DROP_LIMIT, node=leader)], FAILOVER)
+        time.sleep(float(v.get("drop_s", HOLD_S)))
         try:
             self.nem.invoke(FaultOp(fault, [leader]))
         finally:
-            dropped = self.proxy.clear()
+            dropped = self.proxy.clear_rules(FAILOVER)
         return {"topic": topic, "partition": part, "leader": leader, "fault": fault,
                 "answers_dropped": sum(dropped)}
 

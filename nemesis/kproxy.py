@@ -32,7 +32,8 @@ requests (Kafka's promise per connection): answers that come back out of order w
 the ones before them; a request that was dropped is not waited for.
 
 Each action calls `journal({"api", "direction", "action", "node", "correlation_id",
-"client_id", ...})` (the nemesis records it as a `client-path-action` event). `hold(api)`
+"client_id", ...})` (the nemesis records it as a `client-path-action` event). Rules belong to an owner (`set_rules(rules, owner)`,
+`clear_rules(owner)`), so faults that use the proxy at once keep each other's. `hold(api)`
 arms a one-shot trap: the next request of that type is held before it is forwarded and
 `Held` tells which node it was going to and what it said (an EndTxn's transactional id and
 whether it commits); the caller releases it (`Held.release`), e.g. to kill that broker
@@ -140,17 +141,19 @@ class _Rules:
     def __init__(self, seed: Any) -> None:
         self.lock = threading.Lock()
         self.rng = random.Random(f"{seed}/client-path")
-        self.rules: list[ProxyRule] = []
-        self.done: list[int] = []
+        self.rules: dict[str, list[ProxyRule]] = {}  # owner -> its rules
+        self.done: dict[str, list[int]] = {}  # owner -> how often each of its rules acted
         self.trap: tuple[int, Held] | None = None
 
     def pick(self, key: int, direction: str, node: str) -> ProxyRule | None:
         with self.lock:
-            for i, r in enumerate(self.rules):
-                if (API_KEYS[r.api] == key and r.direction == direction and (r.node is None or r.node == node)
-                        and self.done[i] < r.limit and self.rng.random() < r.p):
-                    self.done[i] += 1
-                    return r
+            for owner, rules in self.rules.items():
+                done = self.done[owner]
+                for i, r in enumerate(rules):
+                    if (API_KEYS[r.api] == key and r.direction == direction and (r.node is None or r.node == node)
+                            and done[i] < r.limit and self.rng.random() < r.p):
+                        done[i] += 1
+                        return r
         return None
 
 
@@ -262,20 +265,25 @@ class KafkaProxy:
         h, p = fut.result(10)
         return f"{h}:{p}"
 
-    def set_rules(self, rules: list[ProxyRule]) -> None:
+    def set_rules(self, rules: list[ProxyRule], owner: str = "") -> None:
+        """`rules` in force for `owner` (replacing its earlier ones; other owners' stay)."""
         with self.state.lock:
-            self.state.rules = list(rules)
-            self.state.done = [0] * len(rules)
+            self.state.rules[owner] = list(rules)
+            self.state.done[owner] = [0] * len(rules)
 
-    def clear(self) -> list[int]:
-        """End every rule and release every held request; returns how often each rule acted."""
+    def clear_rules(self, owner: str = "") -> list[int]:
+        """End `owner`'s rules; returns how often each acted."""
         with self.state.lock:
-            done = list(self.state.done)
-            self.state.rules, self.state.done, self.state.trap = [], [], None
+            self.state.rules.pop(owner, None)
+            return self.state.done.pop(owner, [])
+
+    def clear(self) -> None:
+        """End every rule of every owner and release every held request."""
+        with self.state.lock:
+            self.state.rules, self.state.done, self.state.trap = {}, {}, None
             held, self._held = self._held, []
         for h in held:
             h.release()
-        return done
 
     def hold(self, api: str) -> Held:
         """Hold the next request of type `api` (on any connection) until `Held.release()`."""
@@ -284,6 +292,15 @@ class KafkaProxy:
             self.state.trap = (api_key_of(api), held)
             self._held.append(held)
         return held
+
+    def unhold(self, held: Held) -> None:
+        """Disarm `held`'s trap if nothing was caught yet, else release what it holds."""
+        with self.state.lock:
+            if self.state.trap is not None and self.state.trap[1] is held:
+                self.state.trap = None
+            if held in self._held:
+                self._held.remove(held)
+        held.release()
 
     def close(self) -> None:
         """Release what is held, close every listener and connection, stop the loop."""

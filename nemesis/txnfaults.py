@@ -76,10 +76,10 @@ class TxnFaults:
             return {"fault": fault, "skipped": "no transactional id seen: no transactions run"}
         held = self.proxy.hold("EndTxn")
         if not held.caught.wait(wait_s):
-            self.proxy.clear()
+            self.proxy.unhold(held)
             return {"fault": fault, "skipped": f"no EndTxn in {wait_s:g} s"}
         node = held.node
-        held.release()
+        self.proxy.unhold(held)
         time.sleep(max(0.0, float(v.get("lag_ms", 0))) / 1000)
         f, undo = FAULTS[fault]
         self.nem.invoke(FaultOp(f, {"isolate": [node]} if fault == "partition" else [node]))

@@ -24,9 +24,12 @@ partitions and controller quorum, found through the cluster's metadata at the mo
 `MIX` (what `--nemesis mix`, the default, stands for): five stories with the generic
 packages and those above, played by `nemesis.layers.layered`: each package in turn
 (`nemesis.schedule.rotation`, a random order per round, about a quarter of the time
-fault-free), but for the background ones (the client path's faults, fencing), which play
-beside the rotation on their own clocks. The transaction faults skip their turn (recorded
-as skipped) when no client has used a transactional id: they act whenever transactions run.
+fault-free; first, in a random order, the trigger shapes of tier 0: the stories, the
+ISR-shrinking leader cut `partition-leader`, `txn-coordinator`, `delay-markers`,
+`retry-failover`), but for the background ones (the client path's faults, fencing), which
+play beside the rotation on their own clocks. The transaction faults skip their turn at
+once (recorded as skipped) when no client has used a transactional id: they act whenever
+transactions run, at no cost to runs without them.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ from nemesis.txnfaults import delay_markers_package, fence_producer_package, txn
 # partitions without a full ISR 30 s after the heal)
 # the ISR-shrinking leader cut (partition-leader), the coordinator's faults, the client
 # path's and the network's (issue 25: every trigger shape the nemeses know)
-MIX = ("lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition", "kill-leader", "partition", "kill")
-NEW = ("partition-leader", "txn-coordinator", "delay-markers", "retry-failover", "flaky-net", "client-path",
+MIX = ("lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition", "kill-leader", "partition", "kill",
+       "partition-leader", "txn-coordinator", "delay-markers", "retry-failover", "flaky-net", "client-path",
        "fence-producer")
 # the request types a client sends, each a `client-path-TYPE` package
 CLIENT_APIS = ("Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch", "FindCoordinator",
@@ -118,7 +121,7 @@ def partition_packages(topics: Mapping[str, int]) -> dict[str, Callable[[], Faul
         "kill-leader": lambda: kill_target_package("kill-leader", leader, "#E9A4A0"),
         "partition-leader": lambda: FaultPackage(
             "partition-leader", partition_leader_start(leader, candidates), FaultOp("stop-partition"),
-            [FaultOp("stop-partition")], "#E9DCA0", install_leader_cut),
+            [FaultOp("stop-partition")], "#E9DCA0", install_leader_cut, tier=0),
         "retry-failover": lambda: retry_failover_package(candidates),
     }
 

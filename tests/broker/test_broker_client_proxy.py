@@ -61,7 +61,7 @@ def test_clients_stay_on_the_proxy_and_idempotence_survives_its_faults(proxied):
                      ProxyRule("Produce", "delay", p=0.1, delay_ms=300, limit=4),
                      # past the client's timeout: it retries on a new connection, then the
                      # original reaches the broker too (the proxy delivers it after the hang-up)
-                     ProxyRule("Produce", "delay", p=0.05, delay_ms=3000, limit=2)])
+                     ProxyRule("Produce", "delay", p=0.05, delay_ms=3000, limit=2)], owner="t")
     p = Producer({"bootstrap.servers": via, "enable.idempotence": True, "max.in.flight.requests.per.connection": 5,
                   "linger.ms": 0, "request.timeout.ms": 2000, "socket.timeout.ms": 2000, "message.timeout.ms": 0,
                   "retry.backoff.ms": 50})
@@ -72,7 +72,7 @@ def test_clients_stay_on_the_proxy_and_idempotence_survives_its_faults(proxied):
         if i % 5 == 4:
             assert p.flush(60) == 0
     assert not errors
-    counts = proxy.clear()
+    counts = proxy.clear_rules("t")
     assert sum(counts) >= 4 and len(journal) == sum(counts) and counts[-1] >= 1
     assert {e["action"] for e in journal} <= {"drop", "duplicate", "reorder", "delay"}
     assert all(e["api"] == "Produce" and e["node"] == "b0" for e in journal)
