@@ -92,6 +92,44 @@ def _ordered(replicas: tuple[int, ...], members: set[int] | frozenset[int]) -> t
     return tuple(r for r in replicas if r in members)
 
 
+@dataclass(slots=True)
+class _Election:
+    """What an election decides: the leader, ISR, ELR and LastKnownELR, the recovery state,
+    and whether it was unclean."""
+
+    leader: int
+    isr: tuple[int, ...]
+    elr: tuple[int, ...]
+    last_known_elr: tuple[int, ...]
+    recovery: int
+    unclean: bool = False
+
+
+def _elect(e: _Election, replicas: tuple[int, ...], isr_set: set[int] | frozenset[int], usable: Callable[[int], bool],
+           policy: ElectionPolicy, force_leader: int | None, preferred: bool) -> _Election:
+    """The leader, in the order of the module docstring, starting from the current one (`e`
+    holds the registration's leader and the target ISR, ELR and LastKnownELR)."""
+    if force_leader is not None:
+        return _Election(force_leader, (force_leader,), (), (), RECOVERING, True)
+    if preferred and replicas and replicas[0] in isr_set and usable(replicas[0]):
+        e.leader = replicas[0]
+        return e
+    if e.leader != NO_LEADER and e.leader in isr_set and usable(e.leader):
+        return e
+    e.leader = next((r for r in e.isr if usable(r)), NO_LEADER)
+    if e.leader == NO_LEADER and not e.isr and policy.elr:
+        for r in e.elr:
+            if usable(r):
+                e.leader, e.isr = r, (r,)
+                e.elr = tuple(x for x in e.elr if x != r)
+                break
+    if e.leader == NO_LEADER and policy.unclean:
+        for r in replicas:
+            if usable(r):
+                return _Election(r, (r,), (), (), RECOVERING, True)
+    return e
+
+
 def change_partition(
     reg: PartitionRegistration,
     *,
@@ -130,30 +168,10 @@ def change_partition(
         lkelr = _ordered(replicas, (set(reg.last_known_elr) | (set(reg.elr) & unclean_shutdown)) - isr_set)
         if len(new_isr) < policy.min_isr:
             elr = _ordered(replicas, (set(reg.isr) | set(reg.elr)) - isr_set - unclean_shutdown)
-    leader = reg.leader
     recovery = reg.leader_recovery_state if leader_recovery_state is None else leader_recovery_state
-    unclean = False
-    if force_leader is not None:
-        leader, new_isr, elr, lkelr, recovery, unclean = force_leader, (force_leader,), (), (), RECOVERING, True
-    elif preferred and replicas and replicas[0] in isr_set and usable(replicas[0]):
-        leader = replicas[0]
-    elif not (leader != NO_LEADER and leader in isr_set and usable(leader)):
-        leader = NO_LEADER
-        for r in new_isr:
-            if usable(r):
-                leader = r
-                break
-        if leader == NO_LEADER and not new_isr and policy.elr:
-            for r in elr:
-                if usable(r):
-                    leader, new_isr = r, (r,)
-                    elr = tuple(x for x in elr if x != r)
-                    break
-        if leader == NO_LEADER and policy.unclean:
-            for r in replicas:
-                if usable(r):
-                    leader, new_isr, elr, lkelr, recovery, unclean = r, (r,), (), (), RECOVERING, True
-                    break
+    e = _elect(_Election(reg.leader, new_isr, elr, lkelr, recovery), replicas, isr_set, usable, policy, force_leader,
+               preferred)
+    leader, new_isr, elr, lkelr, recovery, unclean = e.leader, e.isr, e.elr, e.last_known_elr, e.recovery, e.unclean
     if policy.elr and len(new_isr) >= policy.min_isr:
         elr, lkelr = (), ()
     leader_changed = leader != reg.leader
