@@ -18,7 +18,7 @@ from broker.core.messages import TopicPartition
 from broker.logapi import OffsetOutOfRange
 from broker.records import decode_records, encode_batch, iter_batches
 from broker.storage import SegmentedLog, StorageConfig
-from broker.storage import log as log_module
+from broker.storage import local_log as log_module  # where the roll and its background flush live
 
 TP = TopicPartition("seg", 3)
 

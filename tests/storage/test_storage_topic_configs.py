@@ -29,7 +29,7 @@ from broker.records import (
     iter_batches,
     split_batches,
 )
-from broker.storage import LogManager, SegmentedLog, StorageConfig
+from broker.storage import LogManager, SegmentedLog, StorageConfig, log_cleanup
 from broker.storage.validator import AppendPolicy, conform
 
 TP = TopicPartition("topic", 0)
@@ -180,10 +180,10 @@ def test_a_crash_after_the_swap_commit_is_finished_on_open(tmp_path, monkeypatch
     fill_keys(log, 10)
     expected_leo = log.log_end_offset
 
-    def crash(self, base, end):
+    def crash(directory, base, end):
         raise RuntimeError("killed at the commit point")
 
-    monkeypatch.setattr(SegmentedLog, "_finish_swap", crash)
+    monkeypatch.setattr(log_cleanup, "finish_swap", crash)  # what the clean calls once the swap file is renamed
     with pytest.raises(RuntimeError):
         log.clean(NOW, log.log_end_offset)
     log.close(write_indexes=False)
