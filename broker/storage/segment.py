@@ -420,11 +420,14 @@ class Segment:
             base, length, delta = fields(pos)
         if total == 0:
             return b"", next_offset, stopped
-        r = first - start
-        if r + total <= blen:
-            data = buf if (r == 0 and total == blen) else buf[r : r + total]
-        else:
-            data = os.pread(fd, total, first)
-            if len(data) != total:
-                raise StorageError(f"{self.log_path}: short read at byte {first}")
-        return data, next_offset, stopped
+        return self._cut(buf, first - start, fd, first, total), next_offset, stopped
+
+    def _cut(self, buf: bytes, r: int, fd: int, first: int, total: int) -> bytes:
+        """The `total` bytes at byte `first` of the file: from `buf` (read from `first - r`)
+        when they are in it, else read again."""
+        if r + total <= len(buf):
+            return buf if (r == 0 and total == len(buf)) else buf[r : r + total]
+        data = os.pread(fd, total, first)
+        if len(data) != total:
+            raise StorageError(f"{self.log_path}: short read at byte {first}")
+        return data
