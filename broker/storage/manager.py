@@ -161,72 +161,19 @@ class LogManager:
 
     # ================================================================ lifecycle
     def startup(self) -> StartupInfo:
+        """Lock every log directory, read its clean-shutdown marker (then removed: from now
+        on a crash is an unclean shutdown) and checkpoints, and open each partition's log,
+        recovering those of a directory that was not shut down cleanly (log_loader.py)."""
         t0 = time.perf_counter()
         c = self.config
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-flusher")
-        epochs: list[int | None] = []
-        unclean: list[str] = []
-        new: list[str] = []
         notes: list[str] = []
         hw: dict[TopicPartition, int] = {}
         partitions: dict[TopicPartition, PartitionRecovery] = {}
         try:
+            epochs, unclean, new = self._take_dirs(notes)
             for d in self.dirs:
-                os.makedirs(d, exist_ok=True)
-                self._locks.append(DirLock(d))
-            for d in self.dirs:
-                marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-                try:
-                    epoch = read_clean_shutdown(marker)
-                except CheckpointError as e:
-                    notes.append(f"{e}: treated as an unclean shutdown")
-                    epoch = None
-                epochs.append(epoch)
-                if epoch is None:
-                    if any(parse_partition_dir(n) for n in os.listdir(d)) or os.path.exists(os.path.join(d, RECOVERY_POINT_CHECKPOINT)):
-                        unclean.append(d)
-                    else:
-                        new.append(d)
-                if remove(marker):  # from now on, a crash is an unclean shutdown
-                    fsync_dir(d)
-            for d in self.dirs:
-                hwms = self._read_checkpoint(d, REPLICATION_CHECKPOINT, notes)
-                rps = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT, notes)
-                starts = self._read_checkpoint(d, LOG_START_CHECKPOINT, notes)
-                recover = d not in self._clean_dirs(epochs)
-                for name in sorted(os.listdir(d)):
-                    path = os.path.join(d, name)
-                    if not os.path.isdir(path):
-                        continue
-                    if name.endswith("-delete"):
-                        shutil.rmtree(path, ignore_errors=True)
-                        notes.append(f"removed {path}, a deletion left unfinished")
-                        continue
-                    tp = parse_partition_dir(name)
-                    if tp is None:
-                        continue
-                    if tp in self._logs:
-                        notes.append(f"{path}: {tp.topic}-{tp.partition} is already in {self._dir_of[tp]}; ignored")
-                        continue
-                    try:
-                        log, report = SegmentedLog.open(
-                            path, tp, c,
-                            recovery_point=rps.get(tp, 0),
-                            log_start_offset=starts.get(tp, 0),
-                            recover=recover,
-                            logger=self.logger,
-                            after_append=self._after_append,
-                            on_truncate=self._on_truncate,
-                            background=self._submit,
-                        )
-                    except (OSError, StorageError) as e:
-                        raise StorageError(f"{path}: cannot open the log: {e}") from e
-                    self._logs[tp] = log
-                    self._dir_of[tp] = d
-                    partitions[tp] = report
-                    if tp in hwms:
-                        hw[tp] = hwms[tp]
-                self._hwms[d] = {tp: v for tp, v in hwms.items() if self._dir_of.get(tp) == d}
+                self._open_dir(d, d not in self._clean_dirs(epochs), hw, partitions, notes)
         except BaseException:
             for log in self._logs.values():
                 log.close(write_indexes=False)
@@ -259,6 +206,75 @@ class LogManager:
             self.logger.warning(n)
         (self.logger.warning if unclean or info.truncations else self.logger.info)(info.summary())
         return info
+
+    def _take_dirs(self, notes: list[str]) -> tuple[list[int | None], list[str], list[str]]:
+        """Lock the log directories and take their clean-shutdown markers: (the broker
+        epoch each marker held, None if none; the directories shut down uncleanly; the new
+        ones)."""
+        epochs: list[int | None] = []
+        unclean: list[str] = []
+        new: list[str] = []
+        for d in self.dirs:
+            os.makedirs(d, exist_ok=True)
+            self._locks.append(DirLock(d))
+        for d in self.dirs:
+            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+            try:
+                epoch = read_clean_shutdown(marker)
+            except CheckpointError as e:
+                notes.append(f"{e}: treated as an unclean shutdown")
+                epoch = None
+            epochs.append(epoch)
+            if epoch is None:
+                if any(parse_partition_dir(n) for n in os.listdir(d)) or os.path.exists(os.path.join(d, RECOVERY_POINT_CHECKPOINT)):
+                    unclean.append(d)
+                else:
+                    new.append(d)
+            if remove(marker):  # from now on, a crash is an unclean shutdown
+                fsync_dir(d)
+        return epochs, unclean, new
+
+    def _open_dir(self, d: str, recover: bool, hw: dict[TopicPartition, int],
+                  partitions: dict[TopicPartition, PartitionRecovery], notes: list[str]) -> None:
+        """Open the partition logs of log directory `d` (each recovered if `recover`),
+        finishing the deletions left unfinished; their checkpointed HWMs go to `hw`."""
+        c = self.config
+        hwms = self._read_checkpoint(d, REPLICATION_CHECKPOINT, notes)
+        rps = self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT, notes)
+        starts = self._read_checkpoint(d, LOG_START_CHECKPOINT, notes)
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith("-delete"):
+                shutil.rmtree(path, ignore_errors=True)
+                notes.append(f"removed {path}, a deletion left unfinished")
+                continue
+            tp = parse_partition_dir(name)
+            if tp is None:
+                continue
+            if tp in self._logs:
+                notes.append(f"{path}: {tp.topic}-{tp.partition} is already in {self._dir_of[tp]}; ignored")
+                continue
+            try:
+                log, report = SegmentedLog.open(
+                    path, tp, c,
+                    recovery_point=rps.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
+                    recover=recover,
+                    logger=self.logger,
+                    after_append=self._after_append,
+                    on_truncate=self._on_truncate,
+                    background=self._submit,
+                )
+            except (OSError, StorageError) as e:
+                raise StorageError(f"{path}: cannot open the log: {e}") from e
+            self._logs[tp] = log
+            self._dir_of[tp] = d
+            partitions[tp] = report
+            if tp in hwms:
+                hw[tp] = hwms[tp]
+        self._hwms[d] = {tp: v for tp, v in hwms.items() if self._dir_of.get(tp) == d}
 
     def shutdown(self, broker_epoch: int) -> None:
         """Clean shutdown: flush every log, write every checkpoint, then the marker with
