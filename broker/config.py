@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -186,13 +186,34 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
     for k, v, src in entries:
         raw[k] = v
         where[k] = src
-    values: dict[str, Any] = {}
-    storage: dict[str, str] = {}
-    unknown = []
 
     def fail(key: str, msg: str) -> ConfigError:
         return ConfigError(f"{where.get(key, 'config')}: {key}: {msg}")
 
+    values, storage, unknown = _parse_known(raw, fail)
+    for p in props.in_scope(Scope.BROKER):
+        if p.field is not None and p.field not in values:
+            values[p.field] = p.default_value()  # None: computed below
+    if values["node_id"] is None:
+        raise ConfigError("node.id is required (--override node.id=N)")
+    roles, voters = _roles_and_voters(values, fail)
+    ibl, advertised = _client_listeners(values, roles, fail)
+    values.update(
+        process_roles=roles,
+        advertised_listeners=advertised,
+        inter_broker_listener_name=ibl,
+        controller_quorum_voters=voters,
+        metadata_log_dir=values["metadata_log_dir"] or values["log_dirs"][0],
+    )
+    return BrokerSettings(**values, storage=storage, raw=raw, unknown=tuple(unknown))
+
+
+def _parse_known(raw: dict[str, str], fail: Callable[[str, str], ConfigError]) -> tuple[dict[str, Any], dict[str, str], list[str]]:
+    """Each known key of `raw` parsed: (the broker's settings by field, the storage
+    properties as given, the unknown keys). An alias loses to its property's own name."""
+    values: dict[str, Any] = {}
+    storage: dict[str, str] = {}
+    unknown = []
     for k, v in raw.items():
         p = props.lookup(k)
         if p is None:
@@ -208,11 +229,13 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
             storage[k] = v
         elif p.field is not None and (k == p.name or p.name not in raw):  # the name wins over an alias
             values[p.field] = parsed
-    for p in props.in_scope(Scope.BROKER):
-        if p.field is not None and p.field not in values:
-            values[p.field] = p.default_value()  # None: computed below
-    if values["node_id"] is None:
-        raise ConfigError("node.id is required (--override node.id=N)")
+    return values, storage, unknown
+
+
+def _roles_and_voters(values: dict[str, Any], fail: Callable[[str, str], ConfigError]) -> tuple[frozenset[str], tuple[Voter, ...]]:
+    """process.roles (default: broker, and controller when a voter or no voters are
+    given) and controller.quorum.voters (default: this node alone, on its controller
+    listener), checked against each other."""
     nid = values["node_id"]
     listeners = values["listeners"]
     ctl_names = values["controller_listener_names"]
@@ -232,6 +255,16 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
                                                f"({', '.join(map(str, voter_ids))})")
     if "controller" not in roles and nid in voter_ids:
         raise fail("process.roles", f"node {nid} is a controller.quorum.voters entry but process.roles has no controller")
+    return roles, voters
+
+
+def _client_listeners(values: dict[str, Any], roles: frozenset[str],
+                      fail: Callable[[str, str], ConfigError]) -> tuple[str, tuple[Listener, ...]]:
+    """The listeners checked against the roles, and the inter-broker listener name and
+    the advertised listeners (defaults: PLAINTEXT or the first client listener; the
+    client listeners on this host's name where they bind every address)."""
+    listeners = values["listeners"]
+    ctl_names = values["controller_listener_names"]
     client = [li for li in listeners if li.name not in ctl_names]
     if "broker" in roles and not client:
         raise fail("listeners", "a broker needs a listener that is not a controller listener")
@@ -254,14 +287,7 @@ def settings_from(entries: list[tuple[str, str, str]]) -> BrokerSettings:
             raise fail("advertised.listeners", f"{li.name} is a controller listener")
         if not li.host or li.host in ("0.0.0.0", "::"):
             raise fail("advertised.listeners", f"{li.name}: advertise a reachable host, not {li.host!r}")
-    values.update(
-        process_roles=roles,
-        advertised_listeners=advertised,
-        inter_broker_listener_name=ibl,
-        controller_quorum_voters=voters,
-        metadata_log_dir=values["metadata_log_dir"] or values["log_dirs"][0],
-    )
-    return BrokerSettings(**values, storage=storage, raw=raw, unknown=tuple(unknown))
+    return ibl, advertised
 
 
 # ---------------------------------------------------------------- DescribeConfigs
