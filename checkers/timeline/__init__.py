@@ -138,20 +138,22 @@ def timeline_data(events: Iterable[dict[str, Any]], path: str | None = None,
         D[k] = row - I0[k]
         if typ == "ok" or ev.get("value") is not None:
             V[k] = _describe(f, ev.get("value"), ev.get("error"))
-    deltas = []
-    prev = 0
-    for i0 in I0:
-        deltas.append(i0 - prev)
-        prev = i0
+    deltas = [i0 - prev for prev, i0 in zip([0, *I0], I0, strict=False)]
+    windows, band_colors = _windows(nem_events, nem_rows, colors)
+    return {"fs": fs, "p": P, "f": F, "y": Y, "i": deltas, "d": D, "v": V, "t": T,
+            "x": X if index_differs else [], "n": nem, "w": windows, "c": band_colors, "rows": row + 1}
+
+
+def _windows(nem_events: list[dict[str, Any]], nem_rows: dict[int, int],
+             colors: Mapping[str, str] | None) -> tuple[list[list[Any]], dict[str, str]]:
+    """The fault windows of the nemesis events ([kind, start row, stop row or -1]) and the
+    colour of each kind that has one."""
     windows = []
     for w in fault_windows(nem_events):
         windows.append([w.kind, nem_rows.get(id(w.start_event), 0),
                         nem_rows.get(id(w.stop_event), -1) if w.stop_event is not None else -1])
-
     palette = {**FAULT_COLORS, **(colors or {})}
-    band_colors = {w[0]: palette[w[0]] for w in windows if w[0] in palette}
-    return {"fs": fs, "p": P, "f": F, "y": Y, "i": deltas, "d": D, "v": V, "t": T,
-            "x": X if index_differs else [], "n": nem, "w": windows, "c": band_colors, "rows": row + 1}
+    return windows, {w[0]: palette[w[0]] for w in windows if w[0] in palette}
 
 
 def _fill(template: Path, values: dict[str, str]) -> str:
