@@ -30,93 +30,113 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def generate(path: Path, n_events: int, seed: int, n_keys: int = 50, n_proc: int = 20) -> int:
-    """Write a clean history of about n_events events; returns the number written."""
-    rng = random.Random(seed)
-    keys = [f"k{i}" for i in range(n_keys)]
-    log: dict[str, list[int]] = {k: [] for k in keys}
-    next_val = dict.fromkeys(keys, 1)
-    procs = list(range(n_proc))
-    next_proc = n_proc
-    assigned: dict[int, list[str]] = {}
-    pos: dict[tuple[int, str], int] = {}
-    out = bytearray()
-    n = 0
-    t = 0
-    dumps = orjson.dumps
+class HistoryWriter:
+    """A simulated correct queue history (see the module docstring), built event by event
+    into `out` from one seeded random generator."""
 
-    def emit(p: int, typ: str, f: str, value: object) -> None:
-        nonlocal n, t
-        t += rng.randint(1, 50) * 1000
-        out.extend(dumps({"index": n, "time": t, "process": p, "type": typ, "f": f, "value": value}))
-        out.extend(b"\n")
-        n += 1
+    def __init__(self, seed: int, n_keys: int, n_proc: int) -> None:
+        self.rng = random.Random(seed)
+        self.keys = [f"k{i}" for i in range(n_keys)]
+        self.log: dict[str, list[int]] = {k: [] for k in self.keys}
+        self.next_val = dict.fromkeys(self.keys, 1)
+        self.procs = list(range(n_proc))
+        self.next_proc = n_proc
+        self.assigned: dict[int, list[str]] = {}
+        self.pos: dict[tuple[int, str], int] = {}
+        self.out = bytearray()
+        self.n = 0
+        self.t = 0
 
-    def retire(p: int) -> None:
-        nonlocal next_proc
-        procs.remove(p)
-        procs.append(next_proc)
-        next_proc += 1
-        assigned.pop(p, None)
+    def emit(self, p: int, typ: str, f: str, value: object) -> None:
+        self.t += self.rng.randint(1, 50) * 1000
+        self.out.extend(orjson.dumps({"index": self.n, "time": self.t, "process": p, "type": typ, "f": f, "value": value}))
+        self.out.extend(b"\n")
+        self.n += 1
 
-    def assign(p: int, ks: list[str]) -> None:
-        emit(p, "invoke", "assign", ks)
-        emit(p, "ok", "assign", ks)
-        assigned[p] = ks
+    def retire(self, p: int) -> None:
+        self.procs.remove(p)
+        self.procs.append(self.next_proc)
+        self.next_proc += 1
+        self.assigned.pop(p, None)
+
+    def assign(self, p: int, ks: list[str]) -> None:
+        self.emit(p, "invoke", "assign", ks)
+        self.emit(p, "ok", "assign", ks)
+        self.assigned[p] = ks
         for k in ks:
-            pos[(p, k)] = 0
+            self.pos[(p, k)] = 0
 
-    def poll(p: int, maxn: int | None = None) -> None:
-        if p not in assigned:
-            assign(p, sorted(rng.sample(keys, rng.randint(1, n_keys))))
-        emit(p, "invoke", "poll", [["poll"]])
+    def random_keys(self) -> list[str]:
+        return sorted(self.rng.sample(self.keys, self.rng.randint(1, len(self.keys))))
+
+    def poll(self, p: int, maxn: int | None = None) -> None:
+        if p not in self.assigned:
+            self.assign(p, self.random_keys())
+        self.emit(p, "invoke", "poll", [["poll"]])
         res = {}
-        for k in assigned[p]:
-            start = pos[(p, k)]
-            lk = log[k]
-            stop = min(start + (maxn or rng.randint(0, 4)), len(lk))
+        for k in self.assigned[p]:
+            start = self.pos[(p, k)]
+            lk = self.log[k]
+            stop = min(start + (maxn or self.rng.randint(0, 4)), len(lk))
             if stop > start:
                 res[k] = [[o, lk[o]] for o in range(start, stop)]
-                pos[(p, k)] = stop
-        emit(p, "ok", "poll", [["poll", res]])
+                self.pos[(p, k)] = stop
+        self.emit(p, "ok", "poll", [["poll", res]])
 
+    def send(self, p: int) -> None:
+        """A send: ok (85%), fail (7%) or info (8%: written or not, and the process retires)."""
+        rng = self.rng
+        k = rng.choice(self.keys)
+        v = self.next_val[k]
+        self.next_val[k] += 1
+        self.emit(p, "invoke", "send", [["send", k, v]])
+        x = rng.random()
+        if x < 0.85:
+            self.log[k].append(v)
+            self.emit(p, "ok", "send", [["send", k, [len(self.log[k]) - 1, v]]])
+        elif x < 0.92:
+            self.emit(p, "fail", "send", [["send", k, v]])
+        else:
+            if rng.random() < 0.5:
+                self.log[k].append(v)
+            self.emit(p, "info", "send", [["send", k, v]])
+            self.retire(p)
+
+    def step(self) -> None:
+        """One op of a random process: send, poll, assign or crash."""
+        p = self.rng.choice(self.procs)
+        r = self.rng.random()
+        if r < 0.5:
+            self.send(p)
+        elif r < 0.93:
+            self.poll(p)
+        elif r < 0.97:
+            self.assign(p, self.random_keys())
+        else:
+            self.emit(p, "invoke", "crash", None)
+            self.emit(p, "info", "crash", None)
+            self.retire(p)
+
+    def read_back(self) -> None:
+        """The final phase: a new process assigns every key and polls until it has read all."""
+        p = self.next_proc
+        self.assign(p, list(self.keys))
+        while any(self.pos[(p, k)] < len(self.log[k]) for k in self.keys):
+            self.poll(p, maxn=5)
+
+
+def generate(path: Path, n_events: int, seed: int, n_keys: int = 50, n_proc: int = 20) -> int:
+    """Write a clean history of about n_events events; returns the number written."""
+    g = HistoryWriter(seed, n_keys, n_proc)
     with open(path, "wb") as f:
-        while n < n_events * 0.99:
-            p = rng.choice(procs)
-            r = rng.random()
-            if r < 0.5:
-                k = rng.choice(keys)
-                v = next_val[k]
-                next_val[k] += 1
-                emit(p, "invoke", "send", [["send", k, v]])
-                x = rng.random()
-                if x < 0.85:
-                    log[k].append(v)
-                    emit(p, "ok", "send", [["send", k, [len(log[k]) - 1, v]]])
-                elif x < 0.92:
-                    emit(p, "fail", "send", [["send", k, v]])
-                else:
-                    if rng.random() < 0.5:
-                        log[k].append(v)
-                    emit(p, "info", "send", [["send", k, v]])
-                    retire(p)
-            elif r < 0.93:
-                poll(p)
-            elif r < 0.97:
-                assign(p, sorted(rng.sample(keys, rng.randint(1, n_keys))))
-            else:
-                emit(p, "invoke", "crash", None)
-                emit(p, "info", "crash", None)
-                retire(p)
-            if len(out) > 1 << 22:
-                f.write(out)
-                out.clear()
-        p = next_proc
-        assign(p, list(keys))
-        while any(pos[(p, k)] < len(log[k]) for k in keys):
-            poll(p, maxn=5)
-        f.write(out)
-    return n
+        while g.n < n_events * 0.99:
+            g.step()
+            if len(g.out) > 1 << 22:
+                f.write(g.out)
+                g.out.clear()
+        g.read_back()
+        f.write(g.out)
+    return g.n
 
 
 def run_timed(cmd: list[str]) -> tuple[float, float, int, bytes, float]:
