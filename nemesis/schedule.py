@@ -128,25 +128,29 @@ def isolate_target_package(name: str, target: Any, color: str) -> FaultPackage:
 
 # stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
 # the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
-STORY_TIERS = {"lrs": 0, "hw-truncation": 0, "leso": 0, "wipe-follower": 0, "stale-alter-partition": 0,
-               "leader-churn": 1}
+STORY_TIERS = {"last-replica-standing": 0, "hw-truncation": 0, "stale-hwm-leader": 0, "wipe-during-expansion": 0,
+               "stale-alter-partition": 0, "leader-churn": 1, "unclean-candidates": 1}
+STORY_COLOR = "#C0A0D0"  # a story without a colour of its own in FAULT_COLORS
 
 
 def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str, int]]]) -> FaultPackage:
-    """The story `name` (nemesis/stories.py) as an instant package; `pick(rng)` draws the
-    candidate partitions. Stories that lose power need LazyFS: its hook is installed with
-    `lose_on_kill=False`, so a `kill` stays a process crash (the page cache survives) and
-    only `power-loss` drops unsynced writes."""
+    """The story `name` (a trigger of broker/triggers, or an old name of one: the package
+    and its op are the trigger's name; nemesis/stories.py plays it) as an instant package;
+    `pick(rng)` draws the candidate partitions. Stories that lose power need LazyFS: its
+    hook is installed with `lose_on_kill=False`, so a `kill` stays a process crash (the
+    page cache survives) and only `power-loss` drops unsynced writes."""
     if name not in STORIES:
         raise ValueError(f"unknown story {name!r} (known: {', '.join(sorted(STORIES))})")
+    trigger = STORIES[name]
 
     def prepare(nem: Nemesis) -> None:
-        if name == "lrs":
+        if trigger.power_loss:
             install_power_loss(nem, opts=LazyFSOptions(lose_on_kill=False))
-        install_stories(nem, pick, [name])
+        install_stories(nem, pick, [trigger.name])
 
-    return FaultPackage(name, lambda rng: FaultOp(name, None), None, [], FAULT_COLORS[name], prepare,
-                        tier=STORY_TIERS[name])
+    color = next((FAULT_COLORS[n] for n in (trigger.name, *trigger.aliases) if n in FAULT_COLORS), STORY_COLOR)
+    return FaultPackage(trigger.name, lambda rng: FaultOp(trigger.name, None), None, [], color, prepare,
+                        tier=STORY_TIERS.get(trigger.name, 1))
 
 
 PACKAGES: dict[str, Callable[[], FaultPackage]] = {

@@ -1,17 +1,37 @@
-"""Fault stories: the triggers of the protocol's historical bugs, played on real nodes.
+"""Fault stories: the bug triggers (broker/triggers) played on real nodes through the Nemesis.
 
-A story is one nemesis op (f = its name) made of several steps aimed at the roles of one
-partition, read from the cluster's metadata at the moment of each step: the leader, the ISR
-followers in assignment order (the order the controller elects in) and the controller. The
-stories are the real-node forms of broker/sim/scenarios.py (docs/nemesis.md "Fault stories").
+A story is one nemesis op (f = the trigger's name; its old names are accepted too,
+`STORIES`) that plays a trigger's steps (broker/triggers/steps.py: the vocabulary) on the
+roles of one partition: the leader, the ISR followers in assignment order (the order the
+controller elects in) and the controller, read from the cluster's metadata when it starts
+(`Story.choose`). The simulation plays the same definitions (broker/sim/driver.py);
+docs/nemesis.md "Fault stories" lists them.
 
-Recording: `start-NAME` when the story begins (the partition and its roles), every fault it
-makes as the Nemesis records it (start-partition, stop, kill, start, power-loss, wipe, pause,
-resume, stop-partition), a `story-step` event for each wait or observation
-({"story", "step", "ok", "waited_s", "view"}), and `stop-NAME` when it ends, with the steps'
-outcome ("error" when a step failed). A story undoes its own faults before it returns (network
-healed, nodes it stopped or paused started or resumed), also when a step fails, so the time
-after it is fault-free. Waits poll the metadata and are bounded.
+How the steps become faults: a `Drop` is one `start-partition` with a raw grudge (`{"drop":
+{NODE: [NODE, ...]}}`, with `"keep": true` when it adds to a partition in force; `replace`
+drops replace it); `FETCH_ANSWERS` holds FetchResponse frames (`"frame"`: the AT node gets
+none of the FROM node's fetch answers, its fetch requests still reach it, however light the
+traffic; dropping only large packets missed answers that carry one small batch), `RECORDS`
+drops packets of `LARGE_BYTES` or more (small answers such as epoch errors pass, so the
+follower keeps asking: held, its link stalls until its 3 s timeout), `ALTER_PARTITION` holds
+AlterPartitionRequest frames (the request and its retries wait in the network until the rule
+goes). `Isolate` is `{"isolate": NODES}` (or a raw grudge added to one in force), `Heal` is
+`stop-partition`; `Stop`, `Kill`, `Start`, `Pause`, `Resume` are the Nemesis's faults,
+`CrashRestart` a `kill` then a `start`, `PowerLoss` a `power-loss` (LazyFS), `Wipe` a `wipe`
+(both kept `LOSSY_GAP_S` apart). `Sleep` sleeps its `seconds` (a zero one is the
+simulation's only); `Repeat` plays `times`, `OneOf` its first alternative; a `Wait` polls
+(every `POLL_S`) the partition's view or the nodes: `Committed` with ListOffsets,
+`Held` with the frame rule's packet counter, `Live` with the controller's broker list;
+`Unflushed` is not observable here and passes.
+
+Recording: `start-NAME` when the story begins (the candidates), every fault it makes as the
+Nemesis records it (start-partition, stop, kill, start, power-loss, wipe, pause, resume,
+stop-partition), a `story-step` event for each wait or sleep ({"story", "step", "ok",
+"waited_s", "view"}; "roles" first, with the partition and who holds each role), and
+`stop-NAME` when it ends, with the steps' outcome ("error" when a step failed). A story
+undoes its own faults before it returns (network healed, nodes it stopped or paused started
+or resumed) and waits up to 30 s for the partition to have a leader and an ISR of two
+again ("healed"); also when a step fails, it undoes, so the time after it is fault-free.
 
 `install_stories(nemesis, pick)` registers every story's op (`pick(rng)` draws the candidate
 partitions: a list of (topic, partition)) and the `wipe` fault; the packages live in
@@ -21,10 +41,13 @@ partitions: a list of (topic, partition)) and the `wipe` fault; the packages liv
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from broker.triggers import ALIASES, TRIGGERS, Trigger
+from broker.triggers import steps as S
+from broker.triggers.steps import CONTROLLER, FOLLOWERS, HEALED, LEADER
 from nemesis.core import FaultOp, Nemesis
 from nemesis.targets import PartitionView, TargetError, node_metadata, node_offset, partition_view
 
@@ -32,24 +55,15 @@ TP = tuple[str, int]
 POLL_S = 0.2
 TIME_SCALE = 1.0  # multiplies every wait's bound (tests of the step logic shrink it)
 LOSSY_GAP_S = 12.5  # a lossy fault waits this long after the previous one (checkers.lossy's 12 s rule)
-COMMITS_WITHOUT = 50  # records a story waits to see committed without a cut-off replica
-
+HEALED_S = 30.0  # how long a story that ran to its end waits for the partition to heal
 
 # packets this long carry records; requests, empty answers, errors and pings are shorter
 # (an answer with one small batch is about 200 bytes: for a backlog of hundreds of records only)
 LARGE_BYTES = 300
+_FRAMES = {S.FETCH_ANSWERS: "FetchResponse", S.ALTER_PARTITION: "AlterPartitionRequest"}
 
-
-def starve(node: str, leader: str, **extra: Any) -> dict[str, Any]:
-    """A raw grudge under which `node` gets none of `leader`'s fetch answers (the TCP segments
-    that start a FetchResponse frame are dropped, and the link stalls behind them): its fetch
-    requests still reach the leader, whose view of its fetch offset stands still, however
-    light the traffic. Dropping only packets of 300 bytes or more missed answers that carry
-    one small batch (about 200 bytes): under 125 records/s a follower kept up, and
-    stale-alter-partition's leader proposed no shrink in 50 s. The link stays stalled until it
-    times out (3 s), so the leader hears a request every few seconds: a story whose follower
-    must keep asking (leso's C, to join the ISR) drops only `LARGE_BYTES` answers instead."""
-    return {"drop": {node: [leader]}, "frame": "FetchResponse", **extra}
+# every trigger by its name and by the names it had (lrs, leso, wipe-follower, ...)
+STORIES: dict[str, Trigger] = {**TRIGGERS, **{a: TRIGGERS[n] for a, n in ALIASES.items()}}
 
 
 class StoryError(RuntimeError):
@@ -232,19 +246,34 @@ class Story:
         sent) or `timeout` s; records the step."""
         return self.poll(step, lambda: (self.nem.net.frames_dropped(node) > 0, {}), timeout)
 
-    def wait_live(self, step: str, node: str, timeout: float) -> bool:
+    def wait_live(self, step: str, node: str, timeout: float, live: bool = True) -> bool:
         """Poll until the active controller's node lists `node` among the live (unfenced)
-        brokers or `timeout` s; records the step."""
+        brokers (`live=False`: until it does not) or `timeout` s; records the step."""
         addrs = {n.name: n.address for n in self.nem.cluster.nodes}
 
-        def live() -> tuple[bool, dict[str, Any]]:
+        def seen() -> tuple[bool, dict[str, Any]]:
             ctl = self.active_controller(addrs)
             try:
-                return ctl is not None and addrs[node] in node_metadata(addrs[ctl]).brokers.values(), {}
+                listed = ctl is not None and addrs[node] in node_metadata(addrs[ctl]).brokers.values()
             except OSError:
                 return False, {}
+            return ctl is not None and listed == live, {}
 
-        return self.poll(step, live, timeout)
+        return self.poll(step, seen, timeout)
+
+    def wait_ahead(self, step: str, tp: TP, node: str, other: str, timeout: float) -> bool:
+        """Poll until the log end of `node`'s replica is past that of `other`'s (both read
+        from the nodes) or `timeout` s; records the step."""
+        addrs = {n.name: n.address for n in self.nem.cluster.nodes}
+
+        def ahead() -> tuple[bool, dict[str, Any]]:
+            try:
+                a, b = (node_offset(addrs[n], *tp, log_end=True) for n in (node, other))
+            except (OSError, TargetError):
+                return False, {}
+            return a > b, {"log_end": a, "other_log_end": b}
+
+        return self.poll(step, ahead, timeout)
 
     def wait_commits_without(self, step: str, tp: TP, leader: str, behind: str, count: int, timeout: float) -> bool:
         """Poll until the high watermark at `leader` is `count` records past the log end of
@@ -279,221 +308,152 @@ def _view_json(v: PartitionView) -> dict[str, Any]:
     return {"leader": v.leader, "isr": v.isr, "replicas": v.replicas, "controller": v.controller}
 
 
-# ---------------------------------------------------------------------- the stories
+# ---------------------------------------------------------------------- playing a trigger
 
 
-def lrs(s: Story, candidates: Sequence[TP]) -> None:
-    """Last Replica Standing (KIP-966, scenario last_replica_standing): isolate the leader's ISR
-    followers until the ISR is the leader alone, lossy-crash the leader (power loss: its
-    unsynced writes are gone), heal. With the ELR the controller elects a follower from the
-    ELR; without it the leader is re-elected with what it kept and the followers truncate.
-    With unclean election on and the ELR members away, the leader is elected uncleanly."""
-    s.space_lossy()
-    tp, v = s.choose(candidates, 1)
-    leader, followers = v.leader, v.followers
-    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    s.fault("start-partition", {"isolate": followers})
-    if s.wait("isr-is-leader", tp, lambda w: w.isr == [leader], 30) is None:
+class _End(Exception):
+    """A wait with on_fail=END was not met: the story undoes what it did and ends."""
+
+
+class TriggerRun:
+    """One trigger's steps played by a `Story` on partition `tp` with `roles` bound."""
+
+    def __init__(self, s: Story, trigger: Trigger, tp: TP, roles: dict[str, Any]):
+        self.s, self.trigger, self.tp, self.roles = s, trigger, tp, roles
+
+    def nodes(self, who: S.Who) -> list[str]:
+        out: list[str] = []
+        for r in S.roles_of(who):
+            v = self.roles[r]
+            out += list(v) if isinstance(v, (tuple, list)) else [v]
+        return out
+
+    def play(self, steps: Iterable[S.Step], n: int = 2) -> None:
+        for st in steps:
+            if isinstance(st, S.Wait):
+                if not self.wait(st, n) and st.on_fail == S.END:
+                    raise _End
+            elif isinstance(st, S.If):
+                if self.wait(st.wait, n):
+                    self.play(st.steps, n)
+            elif isinstance(st, S.Repeat):
+                for i in range(st.times):
+                    self.play(st.steps, i + 2)
+            elif isinstance(st, S.OneOf):
+                self.play(st.alternatives[0], n)
+            elif isinstance(st, S.Sleep):
+                if st.seconds > 0:
+                    self.s.sleep(st.name.format(n=n), st.seconds)
+            else:
+                self.act(st)
+
+    def act(self, st: S.Step) -> None:
+        s = self.s
+        if isinstance(st, S.Drop):
+            s.fault("start-partition", self.grudge(st))
+        elif isinstance(st, S.Isolate):
+            nodes = self.nodes(st.who)
+            if s.partitioned:  # added to the partition in force
+                others = [n.name for n in s.nem.cluster.nodes]
+                drop = {x: [o for o in others if o != x] for x in nodes}
+                for o in others:
+                    drop.setdefault(o, []).extend(x for x in nodes if x != o)
+                s.fault("start-partition", {"drop": drop, "keep": True})
+            else:
+                s.fault("start-partition", {"isolate": nodes})
+        elif isinstance(st, S.Heal):
+            s.fault("stop-partition")
+        elif isinstance(st, (S.Stop, S.Kill, S.Start, S.Pause, S.Resume)):
+            s.fault(type(st).__name__.lower(), self.nodes(st.who))
+        elif isinstance(st, S.CrashRestart):
+            for node in self.nodes(st.who):
+                s.crash_restart(node)
+        elif isinstance(st, S.PowerLoss):
+            for node in self.nodes(st.who):
+                s.lossy("power-loss", {"nodes": [node], "torn": False})
+        elif isinstance(st, S.Wipe):
+            for node in self.nodes(st.who):
+                s.lossy("wipe", [node])
+        else:
+            raise StoryError(f"a real-node story cannot play {st!r}")
+
+    def grudge(self, d: S.Drop) -> dict[str, Any]:
+        """The `start-partition` value of drop `d` (module docstring)."""
+        drop: dict[str, list[str]] = {}
+        for at, froms in d.rules.items():
+            for a in self.nodes(at):
+                drop.setdefault(a, []).extend(n for f in froms for n in self.nodes(f))
+        spec: dict[str, Any] = {"drop": drop}
+        if d.only in _FRAMES:
+            spec["frame"] = _FRAMES[d.only]
+        elif d.only == S.RECORDS:
+            spec["min_bytes"] = LARGE_BYTES
+        if self.s.partitioned and not d.replace:
+            spec["keep"] = True
+        return spec
+
+    def wait(self, w: S.Wait, n: int) -> bool:
+        s, c, name = self.s, w.cond, w.name.format(n=n)
+        if isinstance(c, S.Unflushed):
+            return True  # not observable on real nodes (LazyFS keeps what a broker did not sync)
+        if isinstance(c, S.Committed):
+            return s.wait_commits_without(name, self.tp, self.roles[c.leader], self.roles[c.behind], c.count,
+                                          w.timeout)
+        if isinstance(c, S.Held):
+            return s.wait_dropped(name, self.roles[CONTROLLER], w.timeout)
+        if isinstance(c, (S.Live, S.Fenced)):
+            return s.wait_live(name, self.roles[c.role], w.timeout, live=isinstance(c, S.Live))
+        if isinstance(c, S.Ahead):
+            return s.wait_ahead(name, self.tp, self.roles[c.role], self.roles[c.other], w.timeout)
+        v = s.wait(name, self.tp, lambda view: c.holds(view, self.roles), w.timeout, bug_only=w.bug_only)
+        if v is not None and w.rebind:
+            self.roles[w.rebind] = v.leader
+        return v is not None
+
+
+def bind(v: PartitionView, trigger: Trigger, voters: Collection[str]) -> dict[str, Any]:
+    """The trigger's roles on the partition `v` shows: the leader, the ISR followers in
+    assignment order under the trigger's names (its `nonvoter` role swapped with another
+    follower role outside the controller quorum when it is a voter), all of them as
+    `FOLLOWERS`, and the controller."""
+    want = trigger.roles
+    named = dict(zip(want.followers, v.followers, strict=False))
+    if want.nonvoter and named.get(want.nonvoter) in voters:
+        other = next((r for r, n in named.items() if r != want.nonvoter and n not in voters), None)
+        if other is not None:
+            named[want.nonvoter], named[other] = named[other], named[want.nonvoter]
+    return {LEADER: v.leader, FOLLOWERS: tuple(v.followers), CONTROLLER: v.controller, **named}
+
+
+def play_trigger(s: Story, trigger: Trigger, candidates: Sequence[TP]) -> None:
+    """Choose a partition with the trigger's roles, play its steps, undo, wait for the heal."""
+    if trigger.lossy:
+        s.space_lossy()
+    prefer = s.voters() if trigger.roles.leader_nonvoter else ()
+    tp, v = s.choose(candidates, trigger.roles.needed(), prefer_leader_not=prefer)
+    uses_controller = any(isinstance(st, S.Drop) and CONTROLLER in (*st.rules, *(r for fs in st.rules.values() for r in fs))
+                          for st in S.walk(trigger.steps))
+    if uses_controller and (v.controller is None or v.controller in v.replicas):
+        raise StoryError(f"{trigger.name} cuts the controller off: it must be known and hold no replica")
+    run = TriggerRun(s, trigger, tp, bind(v, trigger, s.voters()))
+    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1],
+           roles={k: list(x) if isinstance(x, tuple) else x for k, x in run.roles.items()})
+    try:
+        run.play(trigger.steps)
+    except _End:
         return
-    s.lossy("power-loss", {"nodes": [leader], "torn": False})
-    s.wait("leader-after-loss", tp, lambda w: w.leader is not None, 6)
-    s.fault("stop-partition")
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
-
-
-def hw_truncation(s: Story, candidates: Sequence[TP]) -> None:
-    """High-watermark truncation (seed 000, scenario hw_truncation): the second ISR follower C
-    stops hearing the leader and the first follower B (its requests still reach the leader,
-    which counts what C fetched: C's high watermark stays behind acknowledged writes). The
-    leader shuts down: B is elected and C follows it in a new epoch (pre-KIP-101 truncating to
-    its stale high watermark) without reaching it; B crash-restarts right away (its new
-    registration fences the old one, and C, the last ISR member, is elected; B, cut off from
-    C, cannot rejoin). With epoch-based truncation C kept every acknowledged write."""
-    tp, v = s.choose(candidates, 2)
-    leader, (b, c) = v.leader, v.followers[:2]
-    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    s.fault("start-partition", {"drop": {c: [b, leader], b: [c]}})
-    s.sleep("c-hw-frozen", 1.0)
-    s.fault("stop", [leader])
-    if s.wait("b-elected", tp, lambda w: w.leader == b, 20) is None:
-        return
-    s.crash_restart(b)  # not kill and wait for the fence: the session timeout cost ~8 s a story
-    s.wait("c-elected", tp, lambda w: w.leader == c, 20)
-    s.sleep("c-leads", 1.0)
     s.undo()
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
-
-
-def leso(s: Story, candidates: Sequence[TP]) -> None:
-    """Leader Epoch Start Offset (scenario leso_rule): both ISR followers stop hearing the
-    leader (their requests still reach it), C a moment before B; C shuts down, so the leader
-    commits on [leader, B] what C lacks; the leader shuts down and B leads with a stale local
-    high watermark and LESO at its log end. C comes back fetching from B but gets no records
-    (answers that carry data are dropped): its fetch offset is past B's stale high watermark,
-    so without the LESO rule B adds it to the ISR. B crash-restarts; C is elected without the
-    writes. With the rule C stays out, and the story ends there."""
-    tp, v = s.choose(candidates, 2)
-    leader, (b, c) = v.leader, v.followers[:2]
-    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    s.fault("start-partition", {"drop": {c: [leader]}})
-    s.sleep("c-frozen", 0.5)
-    s.fault("start-partition", {"drop": {b: [leader]}, "keep": True})
-    s.sleep("b-frozen", 0.3)
-    s.fault("stop", [c])
-    s.wait("c-out-of-isr", tp, lambda w: c not in w.isr, 8)
-    s.fault("stop", [leader])
-    if s.wait("b-elected", tp, lambda w: w.leader == b, 20) is None:
-        return
-    # not `starve`: C's first answers (an epoch error, a diverging epoch) must pass, so that its
-    # next fetch reaches B at once (held, C asked again only after its link's 3 s timeout:
-    # c-in-isr took 6.1 s of its 6); its backlog of the writes it missed is dropped
-    s.fault("start-partition", {"drop": {c: [b]}, "min_bytes": LARGE_BYTES})
-    s.fault("start", [c])
-    joined = s.wait("c-in-isr", tp, lambda w: c in w.isr, 6, bug_only=True)
-    if joined is not None:
-        s.crash_restart(b)
-        s.wait("c-elected", tp, lambda w: w.leader == c, 20)
-        s.sleep("c-leads", 1.0)
-    s.fault("stop-partition")
-    s.undo()
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
-
-
-def wipe_follower(s: Story, candidates: Sequence[TP]) -> None:
-    """Stale broker epoch (KAFKA-14617, scenario stale_broker_epoch): the last ISR follower F
-    crash-restarts (out of the ISR; cut off from the leader until writes commit without it)
-    and fetches without getting records; the leader is cut off from the controller and F
-    may catch up: the leader proposes F, with F's broker epoch of now, and the request is
-    lost with the link (the broker sends a pending proposal again when its controller link
-    breaks, and queues it until a link connects). F is wiped and
-    restarts (a new broker epoch) and fetches without records again; the cut heals (4 s
-    after it began, within the leader's 9 s session) and the stale proposal reaches the
-    controller after F's new registration: only the broker-epoch check keeps the empty F
-    out of the ISR. F is cut off from the other replicas, which shut down: the controller
-    elects F if it is in the ISR."""
-    s.space_lossy()
-    # a leader that is a quorum voter, cut from the active controller, stops hearing it and
-    # calls an election: it may become the controller itself, and its proposal is then never
-    # held (seen: the bug zoo's broker-epoch-check runs found nothing)
-    tp, v = s.choose(candidates, 2, prefer_leader_not=s.voters())
-    leader, (x, f), ctl = v.leader, v.followers[:2], v.controller
-    if ctl is None or ctl in v.replicas:
-        raise StoryError("wipe-follower cuts the leader from the controller: the controller must not be a replica")
-    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    lag = starve(f, leader)
-    # F restarts cut off from the leader, until writes commit without it: starved at once, its
-    # first fetch put it back in the ISR (seen in CI): the high watermark had stood still while
-    # F, dead, was in the ISR, so F's log end was at it, and a fetch request alone counts
-    s.fault("start-partition", {"drop": {f: [leader], leader: [f]}})
-    s.crash_restart(f)
-    if s.wait("f-out-of-isr", tp, lambda w: f not in w.isr, 8) is None:
-        return
-    s.wait_commits_without("commits-without-f", tp, leader, f, COMMITS_WITHOUT, 10)
-    s.fault("start-partition", lag)  # F fetches again, and gets no records
-    s.sleep("leader-learns", 1.0)
-    s.fault("start-partition", {"drop": {leader: [ctl], ctl: [leader]}})  # cut; F may catch up now
-    s.sleep("f-catches-up", 2.0)
-    s.fault("start-partition", {**lag, "keep": True})
-    s.lossy("wipe", [f])
-    s.sleep("f-re-registers", 2.0)
-    s.fault("start-partition", lag)  # the leader reaches the controller again: its proposal goes out
-    # F out of the ISR: the check held, and F cannot be elected (it is starved: it never
-    # catches up); the story ends without stopping the others (saves ~10 s a story)
-    if s.wait("f-in-isr", tp, lambda w: f in w.isr, 3, bug_only=True) is not None:
-        s.fault("start-partition", {"drop": {f: [leader, x], leader: [f], x: [f]}})
-        s.fault("stop", [leader, x])
-        s.wait("new-leader", tp, lambda w: w.leader not in (None, leader, x), 6, bug_only=True)  # F elected
-        s.sleep("leads", 1.0)
-    s.fault("stop-partition")
-    s.undo()
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
-
-
-def stale_alter_partition(s: Story, candidates: Sequence[TP]) -> None:
-    """Stale partition epoch (KIP-497; scenario stale_partition_epoch): follower A gets no
-    records, so the leader proposes the ISR [leader, B]; that AlterPartition is held in the
-    network (its frames dropped at the controller, retries too, while the leader's
-    heartbeats and metadata flow on their own link, as on Kafka's separate channel). B is cut
-    off from everyone and A fetches again: the controller fences B, the ISR becomes
-    [leader, A] and writes commit without B. B comes back to the controller (unfenced, same
-    broker epoch) but not to the leader, then the held request goes through: without the
-    partition-epoch check the ISR becomes [leader, B] (A is cut off from the leader as the
-    request goes, or it would rejoin at once); the leader shuts down and B, lacking the
-    writes, is elected."""
-    tp, v = s.choose(candidates, 2)
-    ctl = v.controller
-    if ctl is None or ctl in v.replicas:
-        raise StoryError("stale-alter-partition needs a partition the controller has no replica of")
-    leader, followers = v.leader, v.followers[:2]
-    # B is cut off from the controller: a voter would call elections and move the controller
-    b = next((f for f in reversed(followers) if f not in s.voters()), followers[1])
-    a = next(f for f in followers if f != b)
-    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    hold = {"drop": {ctl: [leader]}, "frame": "AlterPartitionRequest"}
-    s.fault("start-partition", hold)
-    s.fault("start-partition", starve(a, leader, keep=True))
-    if not s.wait_dropped("shrink-held", ctl, 50):
-        return
-    s.fault("start-partition", hold)  # A fetches again; B is cut off from everyone
-    s.fault("start-partition", {"drop": {b: [leader, a, ctl], leader: [b], a: [b], ctl: [b]}, "keep": True})
-    if s.wait("b-fenced-out", tp, lambda w: b not in w.isr and a in w.isr, 20) is None:
-        return
-    s.wait_commits_without("commits-without-b", tp, leader, b, COMMITS_WITHOUT, 20)
-    b_cut = {"drop": {b: [leader, a], leader: [b], a: [b]}}
-    s.fault("start-partition", b_cut)  # B back with the controller only (the hold is re-added at once)
-    s.fault("start-partition", {**hold, "keep": True})
-    s.wait_live("b-unfenced", b, 12)  # before: the controller refuses a fenced member (INELIGIBLE_REPLICA)
-    s.sleep("b-settles", 0.5)
-    # the held request goes; A is cut off from the leader now, or it rejoins the ISR at once
-    s.fault("start-partition", {"drop": {b: [leader, a], leader: [b, a], a: [b, leader]}})
-    # not longer: A, cut off from the leader now, leaves the ISR after replica.lag.time.max.ms
-    # (6 s in the test clusters), and with it the partition's last candidate but the leader
-    # (seen with 15 s: no leader after the leader stopped, and the story took the whole run);
-    # where the check was off and the bug came, it came within 1.1 s
-    if s.wait("stale-isr", tp, lambda w: b in w.isr, 4, bug_only=True) is not None:
-        s.fault("stop", [leader])
-        s.wait("new-leader", tp, lambda w: w.leader not in (None, leader), 15)
-        s.sleep("leads", 1.0)
-    s.fault("stop-partition")
-    s.undo()
-    s.wait("healed", tp, lambda w: w.leader is not None and len(w.isr) > 1, 30)
-
-
-def leader_churn(s: Story, candidates: Sequence[TP]) -> None:
-    """Leader changes in quick succession: crash-restart the leader, and as soon as another
-    replica leads and a follower is back in the ISR, crash-restart that one too (three
-    times). Followers that truncate on each new epoch get little time to fetch back before
-    they may be elected."""
-    tp, v = s.choose(candidates, 1)
-    s.step("roles", ok=True, view=_view_json(v), topic=tp[0], partition=tp[1])
-    leader = v.leader
-    for i in range(3):
-        assert leader is not None
-        # a leader alone in the ISR comes back as its own successor (clean election): wait
-        # for a follower to rejoin, so that the crash moves leadership
-        if i and s.wait(f"isr-{i + 1}", tp, lambda w: len(w.isr) > 1, 20) is None:
-            return
-        s.crash_restart(leader)
-        w = s.wait(f"leader-{i + 2}", tp, lambda w, old=leader: w.leader not in (None, old), 20)
-        if w is None:
-            return
-        leader = w.leader
-    s.wait("healed", tp, lambda w: len(w.isr) > 1, 30)
-
-
-STORIES: dict[str, Callable[[Story, Sequence[TP]], None]] = {
-    "lrs": lrs, "hw-truncation": hw_truncation, "leso": leso, "wipe-follower": wipe_follower,
-    "stale-alter-partition": stale_alter_partition, "leader-churn": leader_churn,
-}
+    s.wait("healed", tp, lambda w: HEALED.holds(w, run.roles), HEALED_S)
 
 
 def play(nemesis: Nemesis, name: str, candidates: Sequence[TP]) -> dict[str, Any]:
-    """Play story `name` on one of `candidates`; returns the value of its `stop-NAME` event."""
+    """Play story `name` (a trigger's name) on one of `candidates`; returns the value of
+    its `stop-NAME` event."""
     s = Story(nemesis, name)
     nemesis.record(f"start-{name}", {"candidates": [list(c) for c in candidates]})
     error = None
     try:
-        STORIES[name](s, candidates)
+        play_trigger(s, STORIES[name], candidates)
     except Exception as e:  # noqa: BLE001 - recorded in the story's stop event; undo below
         error = f"{type(e).__name__}: {e}"
     try:
@@ -521,11 +481,12 @@ def _wipe(nemesis: Nemesis, spec: Any) -> dict[str, Any]:
     return {"nodes": nodes}
 
 
-def install_stories(nemesis: Nemesis, pick: Callable[[Any], Sequence[TP]], names: Sequence[str] = tuple(STORIES)
+def install_stories(nemesis: Nemesis, pick: Callable[[Any], Sequence[TP]], names: Sequence[str] = tuple(TRIGGERS)
                     ) -> None:
-    """Register the stories `names` (op value: None, the candidates are `pick(nemesis.rng)`,
-    or a list of [topic, partition]) and `wipe`."""
-    for name in names:
+    """Register the stories `names` (old names stand for the current ones: the op is the
+    trigger's name; its value: None, the candidates are `pick(nemesis.rng)`, or a list of
+    [topic, partition]) and `wipe`."""
+    for name in dict.fromkeys(STORIES[n].name for n in names):
         def run(value: Any, name: str = name) -> dict[str, Any]:
             cands = [tuple(c) for c in value] if value else list(pick(nemesis.rng))
             return play(nemesis, name, cands)  # type: ignore[arg-type]

@@ -1,6 +1,7 @@
 """Fault stories on real brokers (local backend, 5 nodes, a topic with RF 3 and min ISR 2 under
-an acks=all producer): each story's steps happen as its history events say (roles read from
-the metadata, every wait met), and afterwards the cluster is healed: no rule in the
+an acks=all producer): each bug trigger (broker/triggers, the definitions the simulation plays
+too) played by the real-node driver: its steps happen as its history events say (roles read
+from the metadata, every wait met), and afterwards the cluster is healed: no rule in the
 harness's firewall chain, every broker running and not stopped, nothing left killed or
 paused, and the partitions have leaders and full ISRs again."""
 
@@ -14,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.leadercut import install_leader_cut
 from nemesis.schedule import prepare, story_package
 from nemesis.targets import KafkaMetadata, partition_view
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 
@@ -32,12 +33,14 @@ PARTITIONS = 5
 
 # the waits each story must meet on a healthy cluster (others depend on the safeguards)
 MUST = {
-    "lrs": ["roles", "isr-is-leader", "healed"],
+    "last-replica-standing": ["roles", "isr-is-leader", "healed"],
     "hw-truncation": ["roles", "b-elected", "c-elected", "healed"],
-    "leso": ["roles", "c-out-of-isr", "b-elected", "healed"],
-    "wipe-follower": ["roles", "f-out-of-isr", "commits-without-f", "f-catches-up", "f-re-registers", "healed"],
+    "stale-hwm-leader": ["roles", "c-out-of-isr", "b-elected", "healed"],
+    "wipe-during-expansion": ["roles", "f-out-of-isr", "commits-without-f", "f-unfenced", "f-catches-up",
+                              "f-re-registers", "healed"],
     "stale-alter-partition": ["roles", "shrink-held", "b-fenced-out", "commits-without-b", "healed"],
     "leader-churn": ["roles", "leader-2", "leader-3", "leader-4", "healed"],
+    "unclean-candidates": ["roles", "x-out-of-isr", "healed"],
 }
 
 

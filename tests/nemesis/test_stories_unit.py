@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 import suites
+from broker.triggers import TRIGGERS
+from broker.triggers.steps import Isolate, Roles, Stop, Trigger
 from contracts.generator import NEMESIS_THREAD, Context
 from harness.faults import (
     MIX,
@@ -42,8 +44,9 @@ def test_mix_expands_to_the_stories_and_generic_packages():
     assert expand(["kill", MIX], DEFAULT_MIX) == ["kill", *[n for n in DEFAULT_MIX if n != "kill"]]
     assert rotates([MIX]) and not rotates(["partition", "kill"])
     names = [p.name for p in fault_packages([MIX], WRACK, TOPICS)]
-    assert {"lrs", "hw-truncation", "leso", "wipe-follower", "partition", "kill"} <= set(names)
-    assert set(stories.STORIES) <= set(known_packages(WRACK, TOPICS))  # every story by name
+    assert {"last-replica-standing", "hw-truncation", "stale-hwm-leader", "wipe-during-expansion", "partition",
+            "kill"} <= set(names)  # the mix's old names (lrs, leso, wipe-follower) stand for the triggers
+    assert set(stories.STORIES) <= set(known_packages(WRACK, TOPICS))  # every story by name, old names too
     with pytest.raises(ValueError, match="unknown nemesis nope"):
         fault_packages(["nope"], WRACK, TOPICS)
 
@@ -77,7 +80,7 @@ def test_schedule_delays_count_from_the_end_of_the_previous_op():
     g = ScheduleGenerator(pkgs, 4.0, random.Random(1), rotate=True)
     ctx = Context(0, random.Random(0), {NEMESIS_THREAD: "nemesis"}, frozenset([NEMESIS_THREAD]))
     op1 = g.op(ctx)
-    assert op1["f"] == "lrs" and 0 < op1["time"] <= int(4.0 * 1.5 / 3 * 1e9)
+    assert op1["f"] == "last-replica-standing" and 0 < op1["time"] <= int(4.0 * 1.5 / 3 * 1e9)
     later = 60 * 10**9  # the story took a minute: the next calm period starts now
     op2 = g.op(Context(later, random.Random(0), {NEMESIS_THREAD: "nemesis"}, frozenset([NEMESIS_THREAD])))
     assert later < op2["time"] <= later + int(4.0 * 1.5 / 3 * 1e9)
@@ -223,11 +226,12 @@ def steps(ev: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     return [(e["value"]["step"], e["value"]["ok"]) for e in ev if e["f"] == "story-step"]
 
 
-def test_lrs_isolates_followers_waits_for_isr_then_power_loss_of_leader():
+def test_last_replica_standing_isolates_followers_waits_for_isr_then_power_loss_of_leader():
     m = Model()
     nem, ev = model_nemesis(m)
-    nem.invoke(FaultOp("lrs"))
-    assert faults(ev) == ["start-lrs", "start-partition", "power-loss", "stop-partition", "stop-lrs"]
+    nem.invoke(FaultOp("last-replica-standing"))
+    assert faults(ev) == ["start-last-replica-standing", "start-partition", "power-loss", "stop-partition",
+                          "stop-last-replica-standing"]
     assert ev[2]["value"]["spec"] == {"isolate": ["n3", "n4"]}
     assert ev[4]["value"]["nodes"] == ["n2"]
     assert ("isr-is-leader", True) in steps(ev) and ("healed", True) in steps(ev)
@@ -301,11 +305,11 @@ def test_a_story_that_fails_undoes_its_faults_and_says_why():
     m = Model()
     nem, ev = model_nemesis(m)
 
-    def broken(s: stories.Story, candidates: Any) -> None:
-        s.fault("start-partition", {"isolate": ["n3"]})
-        s.fault("stop", ["n4"])
-        raise RuntimeError("step failed")
+    class Unknown:  # a step the real-node driver cannot play
+        pass
 
+    broken = Trigger("broken", "elr", "a trigger whose third step fails", Roles(followers=("b", "c")),
+                     (Isolate("b"), Stop("c"), Unknown()))  # type: ignore[arg-type]
     stories.STORIES["broken"] = broken
     try:
         stories.install_stories(nem, lambda rng: [("t", 0)], ["broken"])
@@ -313,7 +317,7 @@ def test_a_story_that_fails_undoes_its_faults_and_says_why():
     finally:
         del stories.STORIES["broken"]
     assert faults(ev) == ["start-broken", "start-partition", "stop", "stop-partition", "start", "stop-broken"]
-    assert ev[-1]["value"]["error"] == "RuntimeError: step failed"
+    assert ev[-1]["value"]["error"].startswith("StoryError: a real-node story cannot play")
     assert not m.cut and not m.down
 
 
@@ -330,32 +334,35 @@ def test_waits_are_bounded():
     m = Model()
     nem, ev = model_nemesis(m)
     m.settle = lambda: None  # type: ignore[method-assign]  # the ISR never shrinks
-    nem.invoke(FaultOp("lrs"))
+    nem.invoke(FaultOp("last-replica-standing"))
     assert steps(ev) == [("roles", True), ("isr-is-leader", False)]
-    assert faults(ev) == ["start-lrs", "start-partition", "stop-partition", "stop-lrs"]
+    assert faults(ev) == ["start-last-replica-standing", "start-partition", "stop-partition",
+                          "stop-last-replica-standing"]
 
 
 def test_rotation_plays_stories_first_in_each_round():
     pkgs = fault_packages([MIX], WRACK, TOPICS)
     ops = [op for _, op in islice(rotation(pkgs, 10.0, random.Random(9)), 200)]
     story_names = {p.name for p in pkgs if p.tier == 0}
-    assert story_names == {"lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition"}
+    assert story_names == {"last-replica-standing", "hw-truncation", "stale-hwm-leader", "wipe-during-expansion",
+                           "stale-alter-partition"}
     starts = [op.f for op in ops if not (op.f in ("start", "stop-partition") and op.value in ("all", None))]
     n = len(pkgs)
     for r in range(0, len(starts) - n, n):
         assert set(starts[r:r + len(story_names)]) == story_names
 
 
-def test_lossy_stories_keep_their_losses_apart():
+def test_lossy_stories_keep_their_losses_apart(monkeypatch):
+    monkeypatch.setattr(stories, "LOSSY_GAP_S", 10000.0)  # 10 s at the tests' time scale: a loaded machine's delays fit
     m = Model()
     nem, ev = model_nemesis(m)
 
     def spacings() -> list[float]:
         return [e["value"]["waited_s"] for e in ev if e["f"] == "story-step" and e["value"]["step"] == "lossy-spacing"]
 
-    nem.invoke(FaultOp("lrs"))
+    nem.invoke(FaultOp("last-replica-standing"))
     assert nem.last_lossy is not None and spacings() == []  # the first loss waits for nothing
-    nem.invoke(FaultOp("lrs"))  # right after: waits until LOSSY_GAP_S after the previous loss
+    nem.invoke(FaultOp("last-replica-standing"))  # right after: waits until LOSSY_GAP_S after the previous loss
     assert len(spacings()) == 1 and 0 < spacings()[0] <= stories.LOSSY_GAP_S * stories.TIME_SCALE
 
 
@@ -453,3 +460,42 @@ def test_commits_without_a_cut_off_replica_are_awaited_by_offsets(monkeypatch):
     assert ("10.0.0.3", True) in asked and ("10.0.0.2", False) in asked
     assert not s.wait_commits_without("w", ("t", 0), "n4", "n3", 50, 10)  # never answered: bounded
     assert ev[-1]["value"]["ok"] is False
+
+
+@pytest.mark.parametrize("name", list(TRIGGERS))
+def test_every_trigger_becomes_faults_on_named_nodes_and_is_undone(name, monkeypatch):
+    """Each trigger played by the real-node driver with every wait met (the model moves no
+    leadership for raw drops): its drops are grudges between node names (a frame, a size or
+    `keep` as the vocabulary says), and the story heals everything it did."""
+    m = Model()
+    nem, ev = model_nemesis(m)
+    met = lambda self, step, *a, **k: (self.step(step, ok=True), True)[1]  # noqa: E731
+    monkeypatch.setattr(stories.Story, "wait", lambda self, step, tp, pred, timeout, bug_only=False: (
+        self.step(step, ok=True), self.view(tp))[1])
+    for poll in ("wait_dropped", "wait_live", "wait_commits_without", "wait_ahead"):
+        monkeypatch.setattr(stories.Story, poll, met)
+    nem.invoke(FaultOp(name))
+    assert ev[0]["f"] == f"start-{name}" and ev[-1]["f"] == f"stop-{name}" and "error" not in ev[-1]["value"]
+    names = {n.name for n in nem.cluster.nodes}
+    partitioned = False
+    for e in ev:
+        if e["f"] == "start-partition":
+            spec = e["value"]["spec"]
+            if "drop" in spec:
+                assert set(spec["drop"]) | {n for v in spec["drop"].values() for n in v} <= names, spec
+                assert spec.get("frame") in (None, "FetchResponse", "AlterPartitionRequest")
+                assert spec.get("min_bytes") in (None, stories.LARGE_BYTES)
+                assert not spec.get("keep") or partitioned  # keep adds to a partition in force
+            partitioned = True
+        elif e["f"] == "stop-partition":
+            partitioned = False
+    assert not partitioned and not m.cut and not m.down and nem.killed == set() and nem.paused == set()
+    steps_seen = [s for s, _ in steps(ev)]
+    assert steps_seen[0] == "roles" and steps_seen[-1] == "healed"
+
+
+def test_old_names_install_the_triggers_op():
+    nem, ev = model_nemesis(Model())
+    stories.install_stories(nem, lambda rng: [("t", 0)], ["lrs", "wipe-follower"])
+    assert {"last-replica-standing", "wipe-during-expansion"} <= set(nem.handlers) and "lrs" not in nem.handlers
+    assert stories.STORIES["leso"] is TRIGGERS["stale-hwm-leader"]
