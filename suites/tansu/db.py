@@ -164,8 +164,10 @@ class TansuDB(ServiceDB):
         return node.sh(f"{self._server_pids(node)} && kill -{int(sig)} $ps", check=False, timeout=10).ok
 
     def _server_pids(self, node: Node) -> str:
-        """Shell that sets $p to the postmaster's pid and $ps to it and its children's (fails if it is gone)."""
-        return (f"p=$(cat {self.pidfile(node)} 2>/dev/null) && [ -e /proc/$p ] && "
+        """Shell that sets $p to the postmaster's pid and $ps to it and its children's (fails if it
+        is gone). The postmaster is stopped first, so that no backend it forks after the list
+        was taken escapes the signal (one did: it outlived a kill)."""
+        return (f"p=$(cat {self.pidfile(node)} 2>/dev/null) && [ -e /proc/$p ] && kill -STOP $p && "
                 f"ps=\"$p $(pgrep -P $p | tr '\\n' ' ')\"")
 
     def kill(self, node: Node) -> None:
