@@ -30,7 +30,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _mount(a: argparse.Namespace) -> int:
     # lazy: mfusepy loads libfuse at import (~40 ms; fails where it is missing); `ctl` needs neither
-    from nemesis.lazyfs.fs import LazyFS, mount
+    from nemesis.lazyfs.fs import LazyFS
+    from nemesis.lazyfs.mount import mount  # lazy: as above
 
     if not os.path.isdir(a.mountpoint):
         print(f"lazyfs: mountpoint {a.mountpoint} is not a directory", file=sys.stderr)
