@@ -25,7 +25,7 @@ Rules (docs/broker-raft.md):
 - With `check_quorum`, a leader without fetches from a majority for 1.5 fetch timeouts
   resigns. Observers get only committed entries and never count.
 
-`MetadataQuorum` (controller.py) on top: `end_offset`, `committed_offset` (the HWM),
+`MetadataQuorum` (controller_state.py) on top: `end_offset`, `committed_offset` (the HWM),
 `append(record)` (leader only, else `NotLeaderError`), `read_from(offset, n)`.
 `RaftConfig.unsafe` switches single rules off, for tests of the simulation's oracle.
 
