@@ -236,45 +236,49 @@ class Heal:
 
 
 @dataclass(frozen=True)
-class Stop:
+class OnNodes:
+    """A process action on the nodes of roles `who`."""
+
     who: Who
+
+
+class Stop(OnNodes):
+    """Controlled shutdown; down until started."""
+
+
+class Kill(OnNodes):
+    """SIGKILL; down until started."""
+
+
+class Start(OnNodes):
+    """Start (once down)."""
+
+
+class CrashRestart(OnNodes):
+    """SIGKILL and start at once."""
+
+
+class Pause(OnNodes):
+    pass
+
+
+class Resume(OnNodes):
+    pass
 
 
 @dataclass(frozen=True)
-class Kill:
-    who: Who
+class Lossy(OnNodes):
+    """A loss of the node's data; it comes back (the simulation: `sim_back` s later)."""
 
-
-@dataclass(frozen=True)
-class Start:
-    who: Who
-
-
-@dataclass(frozen=True)
-class CrashRestart:
-    who: Who
-
-
-@dataclass(frozen=True)
-class PowerLoss:
-    who: Who
-    sim_back: tuple[float, float] = (0.0, 0.0)  # the simulation: seconds before it comes back
-
-
-@dataclass(frozen=True)
-class Wipe:
-    who: Who
     sim_back: tuple[float, float] = (0.0, 0.0)
 
 
-@dataclass(frozen=True)
-class Pause:
-    who: Who
+class PowerLoss(Lossy):
+    """Unsynced writes lost."""
 
 
-@dataclass(frozen=True)
-class Resume:
-    who: Who
+class Wipe(Lossy):
+    """The data disk lost: back empty, with a new broker epoch."""
 
 
 @dataclass(frozen=True)
@@ -342,7 +346,6 @@ class OneOf:
 
 Step = (Drop | Isolate | Heal | Stop | Kill | Start | CrashRestart | PowerLoss | Wipe | Pause | Resume | Sleep | Wait
         | If | Repeat | OneOf)
-LOSSY_STEPS = (PowerLoss, Wipe)
 
 
 # ---------------------------------------------------------------------- the trigger
@@ -386,7 +389,7 @@ class Trigger:
     @property
     def lossy(self) -> bool:
         """Whether it loses a replica's data (power loss, wipe)."""
-        return any(isinstance(s, LOSSY_STEPS) for s in walk(self.steps))
+        return any(isinstance(s, Lossy) for s in walk(self.steps))
 
     @property
     def power_loss(self) -> bool:
