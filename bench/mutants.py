@@ -23,6 +23,7 @@ ends, and a later invocation with the same `--out` resumes: what is there is not
 
     .venv/bin/python bench/mutants.py --list               # the catalogue, by area
     .venv/bin/python bench/mutants.py --check              # does every patch apply? (exit 1 if not)
+    .venv/bin/python bench/mutants.py --rebase             # follow code that moved to other files
     .venv/bin/python bench/mutants.py --out /tmp/mutants [--mutants a,b] [--runs 3]
         [--twins default,txn,idem] [--sim-seeds 100] [--no-sim] [--no-campaign]
         [--time-limit S] [--all-twins] [--control] [--keep] [--lock-scope run|mutant]
@@ -374,6 +375,71 @@ def check(catalogue: dict[str, Mutant], base: str) -> int:
     return 1 if bad else 0
 
 
+def _hunks(patch: str) -> list[tuple[list[str], list[str]]]:
+    """(old lines, new lines) of each hunk of a unified diff, context in both."""
+    out: list[tuple[list[str], list[str]]] = []
+    for line in patch.splitlines():
+        if line.startswith("@@"):
+            out.append(([], []))
+        elif not out or line.startswith(("diff ", "index ", "--- ", "+++ ", "# ")):
+            continue
+        elif line.startswith("-"):
+            out[-1][0].append(line[1:])
+        elif line.startswith("+"):
+            out[-1][1].append(line[1:])
+        else:
+            out[-1][0].append(line[1:])
+            out[-1][1].append(line[1:])
+    return out
+
+
+def _locate(files: list[Path], old: list[str], new: list[str]) -> tuple[Path, str, str] | None:
+    """The one file holding `old` once (context trimmed from the ends until it does)."""
+    while old and new:
+        o, n = "\n".join(old) + "\n", "\n".join(new) + "\n"
+        hits = [f for f in files if f.read_text().count(o) == 1]
+        if len(hits) == 1:
+            return hits[0], o, n
+        if len(old) > 1 and len(new) > 1 and old[-1] == new[-1]:
+            old, new = old[:-1], new[:-1]
+        elif len(old) > 1 and len(new) > 1 and old[0] == new[0]:
+            old, new = old[1:], new[1:]
+        else:
+            return None
+    return None
+
+
+def rebase(catalogue: dict[str, Mutant], base: str) -> int:
+    """Rewrite each patch against `base`: each hunk's text is looked up wherever it is now
+    under broker/ (code moves between files), changed, and the patch made again with its
+    header lines. Prints what moved and what was not found (exit 1 if any)."""
+    bad = 0
+    for m in catalogue.values():
+        with tempfile.TemporaryDirectory(prefix="wrack-mutant-rebase-") as d:
+            dest = Path(d)
+            base_tree(dest, base)
+            subprocess.run("git init -q && git add -A && git -c user.email=m@m -c user.name=m commit -qm base",
+                           shell=True, cwd=dest, check=True)
+            files = sorted((dest / "broker").rglob("*.py"))
+            where = []
+            for old, new in _hunks(m.patch):
+                hit = _locate(files, old, new)
+                if hit is None:
+                    break
+                f, o, n = hit
+                f.write_text(f.read_text().replace(o, n))
+                where.append(str(f.relative_to(dest)))
+            else:
+                diff = subprocess.run(["git", "diff"], cwd=dest, capture_output=True, text=True, check=True).stdout
+                head = [line for line in m.patch.splitlines() if line.startswith("# ")]
+                (CATALOGUE / f"{m.name}.patch").write_text("\n".join(head) + "\n" + diff)
+                print(f"{m.name}: {', '.join(sorted(set(where)))}")
+                continue
+            bad += 1
+            print(f"{m.name}: NOT FOUND in {base} (a hunk's text is gone: write the mutant again)")
+    return 1 if bad else 0
+
+
 def list_catalogue(catalogue: dict[str, Mutant]) -> None:
     by_area: dict[str, list[Mutant]] = {}
     for m in catalogue.values():
@@ -403,6 +469,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--lock-scope", choices=("run", "mutant"), default="run",
                     help=f"hold {LOCK} for each run (default) or for each mutant's whole campaign")
     ap.add_argument("--check", action="store_true", help="only check that every patch applies")
+    ap.add_argument("--rebase", action="store_true",
+                    help="rewrite every patch against --base, finding each hunk where its code moved")
     ap.add_argument("--list", action="store_true", help="only list the catalogue")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the table as markdown to this file")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
@@ -418,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if a.check:
             return check(catalogue, a.base)
+        if a.rebase:
+            return rebase(catalogue, a.base)
         chosen = pick(catalogue, a.mutants, a.control)
         twins = [x.strip() for x in a.twins.split(",") if x.strip()]
         bad = [t for t in twins if t not in TWINS]
