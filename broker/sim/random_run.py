@@ -2,9 +2,10 @@
 workload, runs it on a `SimCluster` with the invariants checked after every step, heals
 everything, lets the cluster settle, and reads back every acks=all acknowledgement.
 The fault moves are generic faults and the stories of `stories.py` (the triggers of the
-known bugs, `StoryMix`). The controllers are a Raft quorum (3 voters, sometimes 5;
-dedicated nodes or, in some seeds, combined with brokers) with faults of their own on a
-schedule of their own, at least one per seed (`ControllerFaults`): kill -9 of a voter or
+known bugs, broker/triggers, played by the simulation driver: `StoryMix`). The controllers
+are a Raft quorum (3 voters, sometimes 5; dedicated nodes or, in some seeds, combined with
+brokers) with faults of their own on a schedule of their own, at least one per seed
+(`ControllerFaults`): kill -9 of a voter or
 of the active controller, power loss of a voter, the active controller partitioned from
 the other voters, from the brokers, or from everyone, a paused voter or active
 controller. After the settle period the run checks liveness (`check_liveness`): one
@@ -112,9 +113,10 @@ def random_run(
     raft_unsafe: frozenset[str] = frozenset(),
 ) -> RunResult:
     """Run one seed; deterministic in its arguments. `stories`: the fault stories to play
-    (`stories.STORIES`); None draws them from the seed. `controllers`: voters of the
-    controller quorum; None draws them from the seed. `raft_unsafe`: Raft rules to break
-    (`raft.UNSAFE_SWITCHES`, to watch the Raft invariants fire)."""
+    (`stories.STORIES`: the triggers' names, or their old names); None draws them from the
+    seed. `controllers`: voters of the controller quorum; None draws them from the seed.
+    `raft_unsafe`: Raft rules to break (`raft.UNSAFE_SWITCHES`, to watch the Raft
+    invariants fire)."""
     _check_arguments(recovery, stories, controllers)
     rng = random.Random(seed * 7919 + 17)
     c, cfg, tps = _start_cluster(seed, rng, safeguards_off, recovery, controllers, raft_unsafe)

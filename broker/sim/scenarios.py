@@ -1,32 +1,45 @@
-"""Named scenarios from the seed documents, played on the simulation.
+"""Named scenarios, played on the simulation with fixed seeds.
 
-Each function runs one story with a given set of safeguards switched off and returns a
-`ScenarioResult`: the acknowledged acks=all writes missing from the final leader's log,
-the invariant violations seen, and the partition registrations at the story's steps
-(to compare with the seed's text). Tests assert both directions: the safeguard keeps the
-data, switching it off loses it.
+The bug triggers (broker/triggers: one definition each, also played by the random runs'
+story mix and on real nodes) are scenarios here as they are: `trigger_scenario(name, off,
+seed)` plays one on a quiet three-broker cluster (one controller, no network noise, no other
+fault; an acks=all producer writes every 40-100 ms, from 2 s before the trigger starts;
+min.insync.replicas 2, nothing flushed
+before a power loss) with the simulation driver, and returns a `ScenarioResult`: the
+acknowledged acks=all writes missing from the final leader's log, the invariant violations
+seen, the roles the trigger bound, and the partition's registration at each of its steps.
+Tests (tests/sim/test_sim_scenarios.py) take the first seed of a few on which a trigger
+reaches its bug with its safeguard off and assert both directions there (the safeguard
+keeps the data, switching it off loses it), and what the trigger's steps say happens.
+
+Other scenarios stay written out, because they check something a trigger does not:
+`clean_elr_recovery` and `balanced_recovery` compare registrations step by step with the
+seed's worked examples (seed 002, 5.2.2 and 5.3.3: fixed brokers, an exact ELR and
+LastKnownELR at each step), and `consumer_after_failover` and
+`idempotent_retry_across_failover` are regressions of client-facing rules, not of a
+safeguard.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import random
+from dataclasses import dataclass, field
 
-from broker.core import safeguards as sg
 from broker.core.broker import BrokerConfig
 from broker.core.controller import ControllerConfig
 from broker.core.messages import (
-    AlterPartitionRequest,
     FetchResponse,
     ProduceRequest,
     ProduceResponse,
     TopicPartition,
 )
 from broker.core.metadata import PartitionRegistration
-from broker.core.replica import FOLLOWER, LEADER
 from broker.records import encode_batch as encode
 from broker.sim.clients import Ack
-from broker.sim.cluster import CONTROLLER, ClusterSettings, SimCluster, with_safeguards_off
+from broker.sim.cluster import ClusterSettings, SimCluster, with_safeguards_off
+from broker.sim.driver import MessageFilters, TriggerPlay, run
 from broker.sim.invariants import Violation
+from broker.triggers import TRIGGERS, resolve
 
 TP = TopicPartition("t", 0)
 
@@ -39,6 +52,8 @@ class ScenarioResult:
     steps: dict[str, PartitionRegistration] = field(default_factory=dict)
     final_leader: int = -1
     unclean_events: list[str] = field(default_factory=list)
+    roles: dict[str, object] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
 
     def violation_names(self) -> set[str]:
         return {v.name for v in self.violations}
@@ -72,9 +87,44 @@ def _finish(c: SimCluster, steps: dict[str, PartitionRegistration]) -> ScenarioR
     )
 
 
-def _replica(c: SimCluster, i: int):  # noqa: ANN202
-    b = c.brokers[i].broker
-    return None if b is None else b.partitions.get(TP)
+def trigger_scenario(name: str, off: frozenset[str] = frozenset(), seed: int = 1,
+                     unclean: bool = False, lag_ms: int = 5000) -> ScenarioResult:
+    """Play trigger `name` (or an old name of it) on a quiet three-broker cluster (module
+    docstring) with `off` switched off, on cluster seed `seed`. `unclean`: the
+    topic has unclean.leader.election.enable=true; `lag_ms`: the brokers' replica.lag.time.max.ms."""
+    trigger = resolve(name)
+    c = _cluster(seed, off, lag_ms=lag_ms)
+    c.create_topic("t", 1, 3, {"min.insync.replicas": "2", "unclean.leader.election.enable": str(unclean).lower()})
+    rng = random.Random(seed)
+    log: list[str] = []
+    steps = {"initial": c.registration(TP)}
+
+    def record(step: str, ok: bool) -> None:
+        ctl = c.latest_controller
+        if ok and ctl is not None and TP in ctl.image.partitions:
+            steps[step] = ctl.image.partitions[TP]
+
+    done: list[bool] = []
+
+    def write() -> None:
+        if not done:
+            c.produce(TP, -1)
+            c.at(c.now + rng.randint(40, 100), write)
+
+    write()
+    c.run_for(2000)  # records to lose
+    play = TriggerPlay(c, TP, trigger, rng, lambda s: log.append(f"t={c.now} {s}"), MessageFilters(c), record)
+    run(c, play.steps(), c.now + 120000, lambda: done.append(True))
+    c.run_until_true(lambda: bool(done), 120000)
+    done.append(True)
+    c.net.heal()
+    for i in c.nodes:
+        c.resume(i)
+        c.start_broker(i)
+    c.run_until_true(lambda: c.controller is not None and all(c.running(i) for i in c.nodes), 20000)
+    r = _finish(c, steps)
+    r.roles, r.log = dict(play.roles), log
+    return r
 
 
 def _wait_for_isr(c: SimCluster, isr: tuple[int, ...], timeout_ms: int = 30000) -> bool:
@@ -94,41 +144,6 @@ def _wait_for_isr(c: SimCluster, isr: tuple[int, ...], timeout_ms: int = 30000) 
 def _must(ok: bool, what: str) -> None:
     if not ok:
         raise AssertionError(f"scenario step did not happen: {what}")
-
-
-def hw_truncation(off: frozenset[str] = frozenset(), seed: int = 1) -> ScenarioResult:
-    """Seed 000 (KIP-101): a follower truncates to its stale HW, then is elected.
-
-    Replicas A=1 (leader), B=2, C=3, min.insync.replicas=2. m1 is committed on all three
-    and acknowledged, but C never hears the HW that covers it. A is cut off from the
-    controller and fenced; B is elected and C becomes its follower: pre-KIP-101, C
-    truncates to its HW and drops m1. B dies before C re-fetches; C is elected. With
-    epochs (the `epoch-truncation` safeguard), C keeps m1: its last fetched epoch shows
-    no divergence. (KRaft removes a restarting broker from the ISR at registration, so
-    the seed's restart of B alone cannot lose data here; the loss needs the election.)
-    """
-    c = _cluster(seed, off)
-    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
-    steps = {"created": c.registration(TP)}
-    _must(c.produce_and_wait(TP, b"m0") is not None, "m0 acked")
-    c.run_for(1000)
-    c.produce_async(TP, b"m1")
-    _must(c.run_until_true(lambda: c.brokers[3].disk.log(TP).log_end_offset == 2, 5000), "C fetched m1")
-    c.net.blocked.add((1, 3))  # C never gets a fetch response carrying HW 2
-    _must(c.run_until_true(lambda: any(a.value == b"m1" for a in c.acks), 5000), "m1 acked")
-    steps["m1 acked"] = c.registration(TP)
-    c.net.blocked.add((2, 3))  # and cannot re-fetch from B either
-    c.net.cut(1, CONTROLLER)
-    _must(c.run_until_true(lambda: (r := _replica(c, 3)) is not None and r.role == FOLLOWER and r.leader_id == 2, 20000),
-          "C follows B")
-    steps["B elected"] = c.registration(TP)
-    c.crash(2)
-    _must(c.run_until_true(lambda: c.leader(TP) == 3, 20000), "C elected")
-    steps["C elected"] = c.registration(TP)
-    c.run_for(1000)
-    c.net.heal()
-    c.start_broker(2)
-    return _finish(c, steps)
 
 
 def clean_elr_recovery(off: frozenset[str] = frozenset(), seed: int = 2) -> ScenarioResult:
@@ -185,187 +200,12 @@ def balanced_recovery(off: frozenset[str] = frozenset(), seed: int = 3) -> Scena
     return _finish(c, steps)
 
 
-def last_replica_standing(off: frozenset[str] = frozenset(), seed: int = 4) -> ScenarioResult:
-    """KIP-966's motivating story: the ISR shrinks to the leader 1; 1 has a lossy unclean
-    shutdown. With the `elr` safeguard, 3 (in the ELR, holding every acked write) is
-    elected. Without it (Kafka 3.5), the ISR stays [1], 1 is re-elected after its restart
-    with an empty log and 2 and 3 truncate: acknowledged writes are lost globally."""
-    c = _cluster(seed, off, flush_interval_ms=None)
-    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
-    steps = {"initial": c.registration(TP)}
-    _must(c.produce_and_wait(TP, b"r1") is not None, "r1 acked")
-    c.net.cut(1, 2)
-    _must(_wait_for_isr(c, (1, 3)), "2 leaves the ISR")
-    _must(c.produce_and_wait(TP, b"r2") is not None, "r2 acked")
-    c.net.cut(1, 3)
-    _must(_wait_for_isr(c, (1,)), "3 leaves the ISR")
-    steps["ISR [1]"] = c.registration(TP)
-    c.produce_async(TP, b"r3-acks1", acks=1)
-    c.run_for(200)
-    c.power_loss(1)
-    c.run_for(12000)
-    steps["1 fenced"] = c.registration(TP)
-    c.net.heal()
-    c.start_broker(1)
-    _must(c.run_until_true(lambda: c.leader(TP) != -1, 30000), "a leader")
-    steps["after restart"] = c.registration(TP)
-    return _finish(c, steps)
-
-
-def unclean_election(off: frozenset[str] = frozenset(), seed: int = 5, unclean: bool = True) -> ScenarioResult:
-    """docs/protocol-rules.md "Unclean leader election": 3 falls out of the ISR; r is
-    committed on [1,2]; 1 and 2 die.
-    With unclean.leader.election.enable=true, 3 is elected at once and r is truncated
-    away when 1 and 2 return. With it false, the partition waits (then balanced recovery
-    picks 1 or 2, which kept r)."""
-    c = _cluster(seed, off)
-    c.create_topic("t", 1, 3, {"min.insync.replicas": "2", "unclean.leader.election.enable": str(unclean).lower()})
-    steps = {"initial": c.registration(TP)}
-    _must(c.produce_and_wait(TP, b"r0") is not None, "r0 acked")
-    c.net.cut(1, 3)
-    _must(_wait_for_isr(c, (1, 2)), "3 leaves the ISR")
-    for i in range(3):
-        _must(c.produce_and_wait(TP, f"r{i + 1}".encode()) is not None, "write acked on [1,2]")
-    c.run_for(500)
-    c.crash(1)
-    c.crash(2)
-    c.run_for(12000)
-    steps["1 and 2 down"] = c.registration(TP)
-    c.net.heal()
-    c.start_broker(1)
-    c.start_broker(2)
-    _must(c.run_until_true(lambda: c.leader(TP) != -1, 30000), "a leader")
-    steps["after restart"] = c.registration(TP)
-    return _finish(c, steps)
-
-
-def leso_rule(off: frozenset[str] = frozenset(), seed: int = 6) -> ScenarioResult:
-    """docs/protocol-rules.md "The LESO rule" (Vanlightly 6.4.1/6.5.3): 3 is fenced (cut
-    from the controller), leaving ISR [1,2]. A is committed on 1 and 2, but 2 never hears
-    the HW covering it. 1 dies; 2 leads with a stale local HWM (before A) and LESO after A.
-    3 returns and fetches from 2 (but gets no records): its fetch offset reaches the stale
-    HWM, so without the LESO rule it joins the ISR though it lacks A; 2 dies and 3 is
-    elected without A."""
-    c = _cluster(seed, off)
-    c.create_topic("t", 1, 3, {"min.insync.replicas": "2"})
-    steps = {"initial": c.registration(TP)}
-    _must(c.produce_and_wait(TP, b"a0") is not None, "a0 acked")
-    c.net.isolate(3, [1, 2, CONTROLLER])
-    _must(c.run_until_true(lambda: c.registration(TP).isr == (1, 2), 20000), "3 fenced out of the ISR")
-    target = c.brokers[1].disk.log(TP).log_end_offset + 1
-    c.produce_async(TP, b"A")
-    _must(c.run_until_true(lambda: c.brokers[2].disk.log(TP).log_end_offset == target, 5000), "2 fetched A")
-    c.net.blocked.add((1, 2))
-    _must(c.run_until_true(lambda: any(a.value == b"A" for a in c.acks), 5000), "A acked")
-    c.crash(1)
-    _must(c.run_until_true(lambda: (r := _replica(c, 2)) is not None and r.role == LEADER, 20000), "2 elected")
-    steps["2 elected"] = c.registration(TP)
-    c.net.heal()
-    c.net.blocked.add((2, 3))  # 3's fetches reach 2, but no records come back
-    c.run_for(10000)
-    steps["3 back"] = c.registration(TP)
-    c.crash(2)
-    c.run_for(12000)
-    steps["2 down"] = c.registration(TP)
-    c.net.heal()
-    return _finish(c, steps)
-
-
-def stale_broker_epoch(off: frozenset[str] = frozenset(), seed: int = 7) -> ScenarioResult:
-    """KIP-903 (KAFKA-14617): replicas 1 (leader) and 2, min.insync.replicas=1. 2 catches up
-    and 1 proposes adding it, but the AlterPartition is slow to reach the controller. 2
-    meanwhile loses its disk (power loss, nothing flushed), restarts and re-registers with
-    a new broker epoch. The stale proposal arrives: with the broker-epoch check it is
-    INELIGIBLE_REPLICA; without it 2 joins the ISR with an empty log, 1 dies, 2 is elected."""
-    c = _cluster(seed, off, flush_interval_ms=None)
-    c.create_topic("t", 1, 2, {"min.insync.replicas": "1"})
-    steps = {"initial": c.registration(TP)}
-    leader, follower = c.registration(TP).replicas
-    _must(c.produce_and_wait(TP, b"k0") is not None, "k0 acked")
-    c.net.cut(leader, follower)
-    _must(_wait_for_isr(c, (leader,)), "the follower leaves the ISR")
-    for i in range(3):
-        _must(c.produce_and_wait(TP, f"k{i + 1}".encode()) is not None, "write acked on [leader]")
-    steps["ISR [leader]"] = c.registration(TP)
-    # every AlterPartition is slow (the leader sends an unanswered one again after its
-    # request timeout: the copies are slow too)
-    c.extra_delay = lambda src, to, msg: 15000 if isinstance(msg, AlterPartitionRequest) else 0
-    c.net.blocked.discard((leader, follower))
-    c.net.blocked.discard((follower, leader))
-    _must(c.run_until_true(lambda: (r := _replica(c, leader)) is not None and r.pending_alter is not None, 10000),
-          "the leader proposes the follower")
-    c.power_loss(follower)
-    c.net.cut(leader, follower)  # the restarted follower stays empty
-    c.start_broker(follower)
-    c.run_for(16000)
-    c.extra_delay = None
-    steps["stale proposal arrived"] = c.registration(TP)
-    c.crash(leader)
-    c.run_for(12000)
-    c.net.heal()
-    steps["leader down"] = c.registration(TP)
-    c.start_broker(leader)
-    return _finish(c, steps)
-
-
-def stale_partition_epoch(off: frozenset[str] = frozenset(), seed: int = 8) -> ScenarioResult:
-    """A stale AlterPartition (KIP-497's concurrency control): leader 1 proposes ISR [1,3]
-    (dropping the lagging 2) at partition epoch 0 and the request is held up in the
-    network. 3 is then cut off and fenced, the ISR shrinks to [1] and writes commit on 1
-    alone (min.insync.replicas=1). 3 is unfenced again (same broker epoch) but stays
-    behind. The old request arrives: with the partition-epoch check it is
-    INVALID_UPDATE_VERSION; without it the ISR becomes [1,3] and 3 is elected when 1 dies."""
-    c = _cluster(seed, off, lag_ms=3000)
-    c.create_topic("t", 1, 3, {"min.insync.replicas": "1"})
-    steps = {"initial": c.registration(TP)}
-    _must(c.produce_and_wait(TP, b"s0") is not None, "s0 acked")
-    held: list[int] = []
-
-    def hold_first_alter(src: int | str, to: int | str, msg: object) -> int:
-        if isinstance(msg, AlterPartitionRequest) and not held:
-            held.append(c.now + 20000)
-            return 20000
-        return 0
-
-    c.extra_delay = hold_first_alter
-    c.net.cut(1, 2)
-    n = 0
-    while not held and n < 60:
-        n += 1
-        c.produce_async(TP, f"filler-{n}".encode(), acks=1)
-        c.run_until_true(lambda: bool(held), 500)
-    _must(bool(held), "1 proposes [1,3]")
-    c.net.isolate(3, [1, 2, CONTROLLER])
-    _must(_wait_for_isr(c, (1,), 30000), "the ISR shrinks to [1]")
-    steps["ISR [1]"] = c.registration(TP)
-    for i in range(3):
-        _must(c.produce_and_wait(TP, f"s{i + 1}".encode()) is not None, "write acked on [1]")
-    for pair in ((3, CONTROLLER), (CONTROLLER, 3)):
-        c.net.blocked.discard(pair)  # 3 is back with the controller, not with the leader
-    _must(held[0] > c.now, "the held request is still in flight")
-    c.run_until(held[0] + 20)
-    steps["stale proposal arrived"] = c.registration(TP)
-    c.extra_delay = None
-    c.crash(1)
-    c.run_for(12000)
-    steps["leader down"] = c.registration(TP)
-    c.net.heal()
-    c.start_broker(1)
-    return _finish(c, steps)
-
-
 SCENARIOS = {
-    "hw-truncation": (hw_truncation, sg.EPOCH_TRUNCATION),
-    "clean-elr-recovery": (clean_elr_recovery, sg.ELR),
-    "balanced-recovery": (balanced_recovery, sg.ELR),
-    "last-replica-standing": (last_replica_standing, sg.ELR),
-    "unclean-election": (unclean_election, sg.CLEAN_ELECTION_ONLY),
-    "leso-rule": (leso_rule, sg.LESO_CHECK),
-    "stale-broker-epoch": (stale_broker_epoch, sg.BROKER_EPOCH_CHECK),
-    "stale-partition-epoch": (stale_partition_epoch, sg.PARTITION_EPOCH_CHECK),
+    **{t.name: (lambda off=frozenset(), seed=1, name=t.name: trigger_scenario(name, off, seed), t.safeguard)
+       for t in TRIGGERS.values()},
+    "clean-elr-recovery": (clean_elr_recovery, "elr"),
+    "balanced-recovery": (balanced_recovery, "elr"),
 }
-
-__all__ = ["SCENARIOS", "ScenarioResult", "replace"]
 
 
 @dataclass

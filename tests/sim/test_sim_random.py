@@ -18,6 +18,7 @@ import pytest
 from broker.core import safeguards as sg
 from broker.sim.random_run import random_run, run_seeds
 from broker.sim.stories import STORIES
+from broker.triggers import ALIASES, TRIGGERS
 
 SEEDS = int(os.environ.get("WRACK_SIM_SEEDS", "1000"))
 CHUNKS = 12
@@ -64,19 +65,12 @@ def test_each_safeguard_switched_off_is_caught_within_a_few_seeds(off):
     assert random_run(caught.seed).ok  # the same faults with the safeguard on: nothing
 
 
-STORY_TARGETS = [
-    ("last-replica-standing", "elr"),
-    ("leader-flap", "epoch-truncation"),
-    ("restart-then-kill", "epoch-truncation"),
-    ("wipe-during-expansion", "broker-epoch-check"),
-    ("held-alter-partition", "partition-epoch-check"),
-    ("stale-hwm-leader", "leso-check"),
-    ("unclean-candidates", "clean-election-only"),
-]
+STORY_TARGETS = [(name, t.safeguard) for name, t in TRIGGERS.items()]  # each trigger and the safeguard it aims at
 
 
-def test_every_story_has_a_target():
-    assert {s for s, _ in STORY_TARGETS} == set(STORIES)
+def test_the_stories_are_the_triggers_under_one_name_each():
+    assert list(STORIES) == list(TRIGGERS)  # the random runs play every trigger, by its name
+    assert all(a in STORIES and STORIES[a].trigger is TRIGGERS[n] for a, n in ALIASES.items())  # old names too
 
 
 @pytest.mark.parametrize(("story", "off"), STORY_TARGETS)
@@ -98,9 +92,13 @@ def test_cli_runs_seeds_and_rejects_bad_arguments():
     assert bad.returncode == 254 and bad.stderr.count("\n") == 1 and "--jobs must be at least 1" in bad.stderr
     bad = subprocess.run([sys.executable, "-m", "broker.sim", "--story", "nope"], capture_output=True, text=True)
     assert bad.returncode == 254 and bad.stderr.count("\n") == 1 and "unknown story 'nope'" in bad.stderr
-    bad = subprocess.run([sys.executable, "-m", "broker.sim", "--recovery", "balanced", "--story", "wipe-during-expansion"],
-                         capture_output=True, text=True)
-    assert bad.returncode == 254 and bad.stderr.count("\n") == 1 and "not with --recovery balanced" in bad.stderr
+    for lossy in ("wipe-during-expansion", "lrs"):  # a trigger's name, or its old name
+        bad = subprocess.run([sys.executable, "-m", "broker.sim", "--recovery", "balanced", "--story", lossy],
+                             capture_output=True, text=True)
+        assert bad.returncode == 254 and bad.stderr.count("\n") == 1 and "not with --recovery balanced" in bad.stderr
+    old = subprocess.run([sys.executable, "-m", "broker.sim", "--seeds", "1", "--story", "leader-flap"], capture_output=True,
+                         text=True)
+    assert old.returncode == 0 and "1 seeds, 0 failed" in old.stdout
     seed = next(r.seed for r in run_seeds(CATCH_SEEDS, safeguards_off=frozenset({"elr"})) if not r.ok)
     fail = subprocess.run([sys.executable, "-m", "broker.sim", "--seed", str(seed), "--safeguard-off", "elr", "-v"],
                           capture_output=True, text=True)
