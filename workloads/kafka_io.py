@@ -62,6 +62,8 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
 from workloads.errors import ClientError
@@ -145,6 +147,8 @@ class ConfluentIO:
         self._producer: Any = None
         self._consumer: Any = None
         self._zombies: list[Any] = []  # abandoned transactional producers (`fence`)
+        self._commits: ThreadPoolExecutor | None = None  # runs the synchronous commits (`commit_offsets`)
+        self._commit_waiting: Future[Any] | None = None
         # set by close(): an op still running (the interpreter closes clients whose op
         # outlived the run) opens nothing more, or its producer would outlive the test and
         # talk to the next test's cluster, at the same addresses, under the same ids
@@ -309,9 +313,18 @@ class ConfluentIO:
         group, synchronously (OffsetCommit; a simple commit: no member, generation -1);
         ClientError when it is not known to have succeeded."""
         ck = self._ck
+        if self._commit_waiting is not None and not self._commit_waiting.done():
+            raise ClientError(None, "TIMEOUT", "an earlier commit of this consumer is still unanswered")
+        if self._commits is None:
+            self._commits = ThreadPoolExecutor(1, thread_name_prefix="wrack-commit")
+        offsets = [ck.TopicPartition(t, p, o) for (t, p), o in positions.items()]
+        # librdkafka's synchronous commit has no timeout (it waits for a coordinator as long as
+        # none answers: a Tansu run hung 5 min in one), so it runs on a thread of its own
+        self._commit_waiting = self._commits.submit(self.consumer.commit, offsets=offsets, asynchronous=False)
         try:
-            done = self.consumer.commit(offsets=[ck.TopicPartition(t, p, o) for (t, p), o in positions.items()],
-                                        asynchronous=False)
+            done = self._commit_waiting.result(timeout=self.timeout)
+        except FutureTimeout:
+            raise ClientError(None, "TIMEOUT", f"commit unanswered after {self.timeout:g} s") from None
         except ck.KafkaException as e:
             err = e.args[0]
             raise ClientError(err.code(), err.name(), err.str()) from None
@@ -349,11 +362,14 @@ class ConfluentIO:
         self._drop_producer()
         self._discard_zombies()
         if self._consumer is not None:
-            try:
-                self._consumer.close()
-            except RuntimeError:
-                pass
+            if self._commit_waiting is None or self._commit_waiting.done():  # else close would wait for it
+                try:
+                    self._consumer.close()
+                except RuntimeError:
+                    pass
             self._consumer = None
+        if self._commits is not None:
+            self._commits.shutdown(wait=False)
 
 
 def _discard(ck: Any, producer: Any) -> None:
