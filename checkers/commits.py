@@ -15,8 +15,9 @@ offset nobody committed. No policy allows it: committed offsets are stored durab
 the loss rules say of records.
 
 `check(events)` is a pure function of the history's events (any order of keys; the history's
-order of events), returning the checker result: `valid`, `anomaly_types`, `anomalies`, and
-`commits` / `resumes` counted.
+order of events), returning the checker result: `valid`, `anomaly_types`, `anomalies`,
+`anomaly_keys` (the groups each type was found in: a loss rule may allow it for some groups
+only, checkers/verdict.py) and `commits` / `resumes` counted.
 """
 
 from __future__ import annotations
@@ -54,5 +55,9 @@ def check(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                                   "expected": sorted(expected, key=lambda x: -1 if x is None else x),
                                   "time": ev.get("time"), "process": ev.get("process"), "index": ev.get("index")})
     anomalies = {LOST_COMMIT: found} if found else {}
+    groups: dict[str, int] = {}
+    for a in found:
+        groups[a["group"]] = groups.get(a["group"], 0) + 1
     return {"valid": not found, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
-            "anomaly_counts": {LOST_COMMIT: len(found)} if found else {}, "commits": commits, "resumes": resumes}
+            "anomaly_counts": {LOST_COMMIT: len(found)} if found else {},
+            "anomaly_keys": {LOST_COMMIT: groups} if found else {}, "commits": commits, "resumes": resumes}

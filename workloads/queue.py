@@ -544,6 +544,7 @@ def merge_commit_check(result: dict[str, Any], found: Mapping[str, Any]) -> None
     result["anomaly_types"] = sorted({*result.get("anomaly_types", []), *found["anomaly_types"]})
     result["anomalies"] = {**result.get("anomalies", {}), **found["anomalies"]}
     result["anomaly_counts"] = {**result.get("anomaly_counts", {}), **found["anomaly_counts"]}
+    result["anomaly_keys"] = {**result.get("anomaly_keys", {}), **found["anomaly_keys"]}
     times = [a["time"] for a in found["anomalies"].get(commits.LOST_COMMIT, []) if a.get("time") is not None]
     if times:
         first = result.get("first_anomaly_time")

@@ -20,11 +20,13 @@ in-sync replica has the record, and consumers only ever read committed records.
 | `unclean-election` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | unclean.leader.election.enable=true: with no in-sync replica live, an out-of-sync one is elected and the others truncate to it, so committed records consumers read are gone too (as with `min-isr1`) |
 | `subscribe` | poll-skip, nonmonotonic-poll | subscribe-mode consumers are rebalanced between polls (Jepsen allows these with `:subscribe`) |
 | `final-read-deadline` | unseen | the final read phase did not run to the end (deadline, or the harness was killed), so acknowledged records may simply not have been polled yet |
+| `offsets-one-copy` | lost-commit | the system keeps a consumer group's committed offsets on one node only (the wrack broker: on the group's coordinator, no replicated `__consumer_offsets`), so a wipe of that node's disk loses them; Kafka replicates them |
 | `txn` | int-send-skip, G0 | Kafka transactions do not isolate writes: sends of concurrent transactions interleave (Jepsen always allows these) |
 | `txn-ww-deps` | int-send-skip, G0, G1c | with `ww_deps` the graph has ww edges, and ww+wr cycles are normal without write isolation (Jepsen's `:ww-deps`) |
 
 Never allowed by any policy: duplicate, G1a, garbage-read, precommitted-read, poll-skip (but
-with subscribe), int-poll-skip, G1c without ww edges: no loss explains them.
+with subscribe), int-poll-skip, G1c without ww edges: no loss explains them. `lost-commit`
+(checkers/commits.py) only for the groups whose offsets' one copy was lost.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ ANOMALY_TYPES: tuple[str, ...] = (
     "inconsistent-offsets", "duplicate", "lost-write", "unseen", "G1a", "garbage-read",
     "precommitted-read", "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send", "G0", "G1c",
+    "lost-commit",  # the queue workload's offset commits (checkers/commits.py)
 )
 
 # acknowledged records above the HWM lost on a leader failover (no consumer saw them)
@@ -75,6 +78,10 @@ ALLOWANCES: tuple[Allowance, ...] = (
               "rebalanced between polls"),
     Allowance("final-read-deadline", frozenset({"unseen"}), "the final read-back did not run to the end "
               "(its deadline, or the harness was killed): acknowledged records may not have been polled yet"),
+    Allowance("offsets-one-copy", frozenset({"lost-commit"}), "the system keeps a consumer group's committed "
+              "offsets on one node only (the wrack broker: on the group's coordinator, with no replicated "
+              "__consumer_offsets topic, docs/broker.md), so losing that node's disk loses them; Kafka replicates "
+              "them"),
     Allowance("txn", frozenset({"int-send-skip", "G0"}), "Kafka transactions do not isolate writes, so sends "
               "of concurrent transactions interleave within one (int-send-skip) and their write order can "
               "form cycles (G0)"),

@@ -22,6 +22,9 @@ Loss is allowed only where the protocol makes no promise (reasoning in docs/harn
   and the events that exceeded the bound, and the verdict does not allow the same anomaly in
   other partitions;
 - the harness stopped before the final read-back (killed) -> `final-read-deadline`;
+- a `wipe` of the disk of a consumer group's coordinator -> `offsets-one-copy`, for those
+  groups only: the broker keeps committed offsets on the coordinator alone (no replicated
+  `__consumer_offsets`, docs/broker.md), so a `lost-commit` of theirs is its known limit;
 - otherwise `strict`: nothing. Power loss of at most min.insync.replicas - 1 replicas of
   each partition at a time, a flush per message, corruption or a wipe of one replica: strict.
 Switching a broker safeguard off allows nothing more: finding the bug it guards against is
@@ -31,6 +34,7 @@ the queue checker's types (`allowed_by`); the no-op workload has nothing to lose
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,6 +51,28 @@ IDEMPOTENCE_NOTE = ("idempotent producers (--idempotence, up to 5 requests in fl
 
 def _flush_per_message(flush_policy: Any) -> bool:
     return str(flush_policy) in ("every", "1", "always")
+
+
+def coordinator_node(group: str, nodes: int) -> str:
+    """The node whose broker coordinates `group` (broker/server/offsets.py's `coordinator_for`:
+    crc32 of the group over the sorted broker ids; node nI runs broker id I-1)."""
+    return f"n{zlib.crc32(group.encode('utf-8')) % nodes + 1}"
+
+
+def _wiped_groups(options: Mapping[str, Any], events: Sequence[Mapping[str, Any]]
+                  ) -> tuple[list[str] | None, str] | None:
+    """The queue workload's groups (`wrack-t<thread>`) whose coordinator's disk a `wipe` took,
+    and why; None when no disk was wiped. With membership changes (node ids renumbered) every
+    group counts (keys None)."""
+    wiped = sorted({n for e in events if e.get("f") == "wipe" for n in (e.get("value") or {}).get("nodes", [])})
+    if not wiped:
+        return None
+    nodes = int(options.get("nodes", 5) or 5)
+    groups = [f"wrack-t{t}" for t in range(int(options.get("concurrency_threads") or nodes))]
+    if any(e.get("f") in ("remove-node", "add-node") for e in events):
+        return None, f"disks wiped ({', '.join(wiped)}) with node ids renumbered"
+    hit = [g for g in groups if coordinator_node(g, nodes) in wiped]
+    return (hit, f"the disk of {', '.join(wiped)} wiped, the coordinator of {', '.join(hit)}") if hit else None
 
 
 def _configuration(options: Mapping[str, Any], isr: int) -> list[tuple[str, str, str]]:
@@ -125,6 +151,11 @@ def choose(options: Mapping[str, Any], *, incomplete: bool = False,
                               [x.to_dict() for x in evs], keys=sorted(d.exceeded)))
         elif d.losses and isr >= 2:
             notes.append(_within_note(d))
+    if checker == "queue" and events is not None and (wiped := _wiped_groups(options, events)) is not None:
+        groups, why = wiped
+        picks.append(Pick("offsets-one-copy", f"{why}: {WHY['offsets-one-copy']}",
+                          allowed_by(checker, "offsets-one-copy"), "a group coordinator's disk wiped",
+                          keys=groups))
     if incomplete and checker == "queue":
         picks.append(Pick("final-read-deadline", "the harness stopped before the final read-back: "
                           + WHY["final-read-deadline"], allowed_by(checker, "final-read-deadline"),

@@ -89,3 +89,23 @@ def test_a_lost_commit_makes_the_queue_result_invalid():
     merge_commit_check(result, commits.check([poll(1, "g", {"q-0": 9}), resume(7, "g", {"q-0": 2})]))
     assert result["valid"] is False and result["anomaly_types"] == ["lost-commit"]
     assert result["first_anomaly_time"] == 7 and result["commits"] == {"commits": 1, "resumes": 1}
+
+
+def test_a_wiped_coordinator_allows_its_groups_lost_commits_only():
+    # the wrack broker keeps a group's offsets on its coordinator alone (docs/broker.md): a
+    # wipe of that node's disk loses them, which the rules allow for its groups only
+    from checkers.verdict import judge
+    from suites.wrack.rules import choose, coordinator_node
+
+    opts = {"workload": "queue", "nodes": 5, "concurrency_threads": 5, "acks": "all", "min_isr": 2, "rf": 3}
+    wiped = coordinator_node("wrack-t2", 5)
+    policy = choose(opts, events=[{"process": "nemesis", "type": "info", "f": "wipe", "value": {"nodes": [wiped]},
+                                   "time": 1, "index": 1}])
+    pick = next(p for p in policy.picks if p.name == "offsets-one-copy")
+    assert "wrack-t2" in pick.keys and all(coordinator_node(g, 5) == wiped for g in pick.keys)
+    lost_here = commits.check([poll(1, "wrack-t2", {"q-0": 9}), resume(2, "wrack-t2", {"q-0": None})])
+    assert judge({"queue": lost_here}, policy).valid is True
+    other = next(g for g in (f"wrack-t{i}" for i in range(5)) if coordinator_node(g, 5) != wiped)
+    lost_there = commits.check([poll(1, other, {"q-0": 9}), resume(2, other, {"q-0": None})])
+    assert judge({"queue": lost_there}, policy).valid is False
+    assert not any(p.name == "offsets-one-copy" for p in choose(opts, events=[]).picks)
