@@ -37,6 +37,7 @@ outside this script reads the catalogue: it measures the harness and never steer
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
@@ -265,8 +266,6 @@ def holding(path: str | None) -> Iterator[None]:
     if path is None:
         yield
         return
-    import fcntl
-
     with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:

@@ -96,10 +96,7 @@ class ClientPath:
     def failover_played(self, value: Any) -> dict[str, Any]:
         """`retry-failover` (an instant op, played whole): `start-retry-failover`, held
         `hold_s`, then every node started."""
-        out = self.retry_failover(value)
-        time.sleep(float((value or {}).get("hold_s", 10.0)))
-        out.update(self.end_failover())
-        return out
+        return played_whole(self.retry_failover, self.end_failover, value)
 
     def end_failover(self, _value: Any = None) -> dict[str, Any]:
         self.nem.invoke(FaultOp("start", "all"))
@@ -108,6 +105,17 @@ class ClientPath:
     def heal(self) -> None:
         self.proxy.clear()
         self.rules = []
+
+
+def played_whole(start: Callable[[Any], dict[str, Any]], stop: Callable[[], dict[str, Any]], value: Any,
+                 hold_s: float = 10.0) -> dict[str, Any]:
+    """A window fault played as one instant op: `start(value)`, held `value["hold_s"]`, then
+    `stop()`, both recorded in one value; a start that says "skipped" returns at once."""
+    out = start(value)
+    if "skipped" not in out:
+        time.sleep(float((value or {}).get("hold_s", hold_s)))
+        out.update(stop())
+    return out
 
 
 _INSTALLED: weakref.WeakKeyDictionary[Nemesis, ClientPath] = weakref.WeakKeyDictionary()

@@ -42,7 +42,7 @@ import time
 import weakref
 from typing import Any
 
-from nemesis.clientpath import install_client_path
+from nemesis.clientpath import install_client_path, played_whole
 from nemesis.core import FaultOp, Nemesis
 from nemesis.layers import BACKGROUND
 from nemesis.schedule import FaultPackage
@@ -89,11 +89,7 @@ class TxnFaults:
     def coordinator_played(self, value: Any) -> dict[str, Any]:
         """`txn-coordinator` (an instant op, played whole): `start-txn-coordinator`'s fault,
         held `hold_s`, then undone; a skipped one returns at once."""
-        out = self.coordinator(value)
-        if "skipped" not in out:
-            time.sleep(float((value or {}).get("hold_s", HOLD_S)))
-            out["undone"] = self.end_coordinator()["undone"]
-        return out
+        return played_whole(self.coordinator, self.end_coordinator, value, HOLD_S)
 
     def end_coordinator(self, _value: Any = None) -> dict[str, Any]:
         undo, self.undo = self.undo, None
@@ -158,11 +154,7 @@ class TxnFaults:
 
     def markers_played(self, value: Any) -> dict[str, Any]:
         """`delay-markers` (an instant op, played whole): the markers held `hold_s`, then let go."""
-        out = self.delay_markers(value)
-        if "skipped" not in out:
-            time.sleep(float((value or {}).get("hold_s", HOLD_S)))
-            out.update(self.end_marker_delay())
-        return out
+        return played_whole(self.delay_markers, self.end_marker_delay, value, HOLD_S)
 
     def end_marker_delay(self, _value: Any = None) -> dict[str, Any]:
         if not self.markers_held:
