@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 ROLES = ("controller", "leader", "isr-followers", "replicas", "lone-leader")  # the roles `resolve` knows
 
 

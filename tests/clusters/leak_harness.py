@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 from clusters import local
-from suites.wrack.db import BrokerDB, BrokerOptions
 from clusters.node import ClusterSpec
 from nemesis.core import FaultOp, Nemesis
 from nemesis.guard import always_heal
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 STANDIN = str(Path(__file__).resolve().parent / "standin_broker.py")
 

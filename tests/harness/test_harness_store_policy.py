@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from suites.wrack.rules import choose
 from contracts import store
 from contracts.errors import InputError
+from suites.wrack.rules import choose
 
 
 def test_new_run_is_unique_and_latest_follows(tmp_path):

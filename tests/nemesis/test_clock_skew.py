@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.clock import install_clock
 from nemesis.core import FaultOp, Nemesis
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.corruption import CorruptionSpec, plan_bitflips, plan_truncation, segments, select_segments
 from nemesis.lazyfs.hook import find_hook, install_power_loss
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 STANDIN = str(Path(__file__).resolve().parent.parent / "clusters" / "standin_broker.py")
 LAYOUT = {"t-0": 3, "t-1": 1, "other-0": 2}

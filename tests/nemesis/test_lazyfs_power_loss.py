@@ -14,10 +14,10 @@ import pytest
 from lazyfs_testkit import mounted_lazyfs
 from lazyfs_writer import pattern
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.lazyfs.hook import find_hook, install_power_loss
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 

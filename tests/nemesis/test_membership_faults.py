@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from schedule_play import play_schedule
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.membership import install_membership
 from nemesis.schedule import packages, prepare
 from nemesis.targets import TargetError
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 

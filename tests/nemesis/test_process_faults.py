@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from schedule_play import play_schedule
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter, fault_windows, read_events
 from nemesis.core import FaultOp, Nemesis
 from nemesis.schedule import packages
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 

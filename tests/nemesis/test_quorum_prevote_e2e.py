@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter
 from nemesis.core import FaultOp, Nemesis
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 

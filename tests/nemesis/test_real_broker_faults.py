@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from suites.wrack.db import BrokerDB, BrokerOptions
 from contracts.history import HistoryWriter
 from nemesis.clock import install_clock
 from nemesis.core import FaultOp, Nemesis
 from nemesis.lazyfs.hook import install_power_loss
+from suites.wrack.db import BrokerDB, BrokerOptions
 
 pytestmark = pytest.mark.root
 

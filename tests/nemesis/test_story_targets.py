@@ -6,8 +6,8 @@ bug-zoo run failed with "no partition without a controller replica")."""
 from __future__ import annotations
 
 from broker.core.placement import assign_replicas
-from suites.wrack.db import default_controllers
 from harness.options import DEFAULTS
+from suites.wrack.db import default_controllers
 from workloads.base import WorkloadOptions
 from workloads.queue import QueueWorkload
 
