@@ -1,6 +1,6 @@
 """Fault coverage: did the run's faults do what they were meant to?
 
-A valid verdict means little when the faults never struck: a fault story (nemesis/stories.py)
+A valid verdict means little when the faults never struck: a fault story (suites/wrack/stories.py)
 that found no partition to play on, or whose election never came, tested nothing. From the
 history's nemesis events, `fault_coverage` counts the fault actions, the faults that failed
 (`nemesis-error`), and for each story how often it was played and how often it went as

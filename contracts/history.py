@@ -255,13 +255,13 @@ class FaultWindow:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# fault kind (a window's kind, a package's or story's name) -> the colour of its band in the
-# plots, the timeline and the report; fault packages (nemesis.schedule) shade with these
+# fault kind (a window's kind, a generic package's name) -> the colour of its band in the plots,
+# the timeline and the report; fault packages (nemesis.schedule) shade with these, a system's own
+# packages bring their colours (e.g. suites/wrack/stories.py STORY_COLORS)
 FAULT_COLORS = {
     "partition": "#E9DCA0", "kill": "#E9A4A0", "pause": "#A0B1E9", "clock": "#A0E9E3", "packet": "#D1E8A0",
     "power-loss": "#C9A0E9", "corruption": "#D8B48A", "membership": "#A66AD8", "restart": "#B0E0A0",
-    "rolling-restart": "#B0E0A0", "lrs": "#B07AD8", "hw-truncation": "#E98A4F", "leso": "#6FB7D9",
-    "wipe-follower": "#8FBF6A", "stale-alter-partition": "#D9C46F", "leader-churn": "#E96F8A",
+    "rolling-restart": "#B0E0A0",
 }
 
 FINAL_HEAL_F = "final-heal"  # the nemesis event the runner journals once every fault is undone

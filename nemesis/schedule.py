@@ -16,8 +16,9 @@ instant: as long as it takes), each followed by a fault-free period, so that abo
 the time has no fault (as Jepsen's recent Kafka-compatible tests rotate faults with stable
 periods). Its delays count from the end of the previous op (`harness.faults.ScheduleGenerator`).
 
-Story packages (`story_package`, nemesis/stories.py) play a multi-step fault story on the
-roles of one partition as one instant op.
+A system's suite adds packages of its own (the wrack broker's fault stories, each a
+multi-step story on the roles of one partition played as one instant op, are
+suites/wrack/stories.py's `story_package`).
 
 Packages whose faults need node-side machinery (power loss: a LazyFS mount under the data
 dir; clock: the libfaketime preload) have a `prepare(nemesis)` that installs their DB hooks
@@ -36,9 +37,8 @@ from contracts.history import FAULT_COLORS
 from nemesis.clock import install_clock
 from nemesis.core import FaultOp, Nemesis
 from nemesis.corruption import install_corruption
-from nemesis.lazyfs.hook import LazyFSOptions, install_power_loss
+from nemesis.lazyfs.hook import install_power_loss
 from nemesis.membership import install_membership
-from nemesis.stories import STORIES, install_stories
 
 
 @dataclass
@@ -124,33 +124,6 @@ def isolate_target_package(name: str, target: Any, color: str) -> FaultPackage:
     return FaultPackage(name, lambda rng: FaultOp("start-partition", {"isolate": target(rng) if callable(target)
                                                                        else target}),
                         FaultOp("stop-partition"), [FaultOp("stop-partition")], color)
-
-
-# stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
-# the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
-STORY_TIERS = {"last-replica-standing": 0, "hw-truncation": 0, "stale-hwm-leader": 0, "wipe-during-expansion": 0,
-               "stale-alter-partition": 0, "leader-churn": 1, "unclean-candidates": 1}
-STORY_COLOR = "#C0A0D0"  # a story without a colour of its own in FAULT_COLORS
-
-
-def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str, int]]]) -> FaultPackage:
-    """The story `name` (a trigger of broker/triggers, or an old name of one: the package
-    and its op are the trigger's name; nemesis/stories.py plays it) as an instant package;
-    `pick(rng)` draws the candidate partitions. Stories that lose power need LazyFS: its
-    hook is installed with `lose_on_kill=False`, so a `kill` stays a process crash (the
-    page cache survives) and only `power-loss` drops unsynced writes."""
-    if name not in STORIES:
-        raise ValueError(f"unknown story {name!r} (known: {', '.join(sorted(STORIES))})")
-    trigger = STORIES[name]
-
-    def prepare(nem: Nemesis) -> None:
-        if trigger.power_loss:
-            install_power_loss(nem, opts=LazyFSOptions(lose_on_kill=False))
-        install_stories(nem, pick, [trigger.name])
-
-    color = next((FAULT_COLORS[n] for n in (trigger.name, *trigger.aliases) if n in FAULT_COLORS), STORY_COLOR)
-    return FaultPackage(trigger.name, lambda rng: FaultOp(trigger.name, None), None, [], color, prepare,
-                        tier=STORY_TIERS.get(trigger.name, 1))
 
 
 PACKAGES: dict[str, Callable[[], FaultPackage]] = {

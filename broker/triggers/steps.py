@@ -1,8 +1,8 @@
 """The vocabulary of bug triggers: roles of one partition, actions on them, bounded waits.
 
 A trigger (`Trigger`) is data: the roles it needs and a tuple of steps. It does nothing by
-itself; a driver plays it on a cluster (broker/sim/trigger_driver.py on a `SimCluster`,
-nemesis/stories.py on real nodes through the Nemesis). Both drivers read the same steps,
+itself; a driver plays it on a cluster (broker/sim/driver.py on a `SimCluster`,
+suites/wrack/stories.py on real nodes through the Nemesis). Both drivers read the same steps,
 so a trigger is written once (docs/nemesis.md "Fault stories").
 
 **Roles** (strings) of the partition a driver picks: `LEADER`; the ISR followers in

@@ -68,7 +68,7 @@ def fault_text(f: dict[str, Any]) -> str:
     if isinstance(v, dict) and isinstance(v.get("grudge"), dict):
         cut = "; ".join(f"{k} from {', '.join(map(str, vs))}" for k, vs in sorted(v["grudge"].items()))
         return f"{name}: {cut}"
-    if isinstance(v, dict) and v.get("story") and v.get("step"):  # a fault story's progress (nemesis/stories.py)
+    if isinstance(v, dict) and v.get("story") and v.get("step"):  # a fault story's progress (suites/wrack/stories.py)
         return f"{v['story']} story: {v['step']}" + ("" if v.get("ok", True) else " (did not happen)")
     nodes = nodes_of(v)
     return f"{name} {', '.join(nodes)}" if nodes else name

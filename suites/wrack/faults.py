@@ -4,11 +4,11 @@ partitions and controller quorum, found through the cluster's metadata at the mo
 - `kill-leader`: SIGKILL the current leader of a random topic-partition, later start all;
 - `partition-leader`: the current leader of a random topic-partition isolated from every
   other node or (the next time: they alternate) cut off from its ISR followers only, keeping
-  the controller (`nemesis.leadercut`: the op returns once the ISR is the leader alone), later heal;
+  the controller (`suites.wrack.leadercut`: the op returns once the ISR is the leader alone), later heal;
 - `power-loss`: one node at a time, a leader that stands alone in its ISR when there is one
   (`nemesis.targets` role `lone-leader`: the ELR's case), else one at random;
 - `kill-controller` / `partition-controller`: the same for the active controller's node;
-- the fault stories of `nemesis.stories` (lrs, hw-truncation, leso, wipe-follower,
+- the fault stories of `suites.wrack.stories` (lrs, hw-truncation, leso, wipe-follower,
   stale-alter-partition, leader-churn), each aimed at one of the workload's partitions;
 - `client-path` (nemesis/clientpath.py: the Kafka-aware proxy between the clients and the
   brokers delays, drops, duplicates or reorders Produce, Fetch, EndTxn, AddPartitionsToTxn,
@@ -41,17 +41,16 @@ from typing import Any
 from nemesis.clientpath import client_path_package, retry_failover_package
 from nemesis.core import FaultOp
 from nemesis.flakynet import flaky_net_package
-from nemesis.leadercut import install_leader_cut
 from nemesis.schedule import (
     PACKAGES,
     FaultPackage,
     isolate_target_package,
     kill_target_package,
     power_loss_package,
-    story_package,
 )
-from nemesis.stories import STORIES
 from nemesis.txnfaults import delay_markers_package, fence_producer_package, txn_coordinator_package
+from suites.wrack.leadercut import install_leader_cut
+from suites.wrack.stories import STORIES, story_package
 
 # the stories that reach their trigger on wrack-broker, then generic faults; leader-churn is
 # left out (docs/nemesis.md "Fault stories": no bug found with it alone, and it left
@@ -83,7 +82,7 @@ def partition_leader_start(leader: Callable[[random.Random], dict[str, Any]],
                            ) -> Callable[[random.Random], FaultOp]:
     """`partition-leader`'s start: a drawn partition's leader either isolated from every other
     node (the controller fences it and elects a follower: what acks=1 loses) or cut off from
-    its ISR followers only (`nemesis.leadercut`, the workload's partitions in a drawn order as
+    its ISR followers only (`suites.wrack.leadercut`, the workload's partitions in a drawn order as
     candidates: the leader keeps the controller and shrinks the ISR to itself, the ELR's
     case). The first start draws the shape, the next ones alternate: a run with two leader
     partitions has both (drawn each time, three in a row were isolations in 2 of 5 runs)."""

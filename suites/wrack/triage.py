@@ -6,7 +6,7 @@ offset, who was elected without it and who truncated it, and the rule or switche
 safeguard its story matches, with that evidence.
 
 `coverage_notes(options, results, played)`: for each safeguard switched off (`--safeguard-off`),
-the fault story that brings its bug back (`nemesis.stories.STORIES`, each a trigger naming its
+the fault story that brings its bug back (`suites.wrack.stories.STORIES`, each a trigger naming its
 safeguard) and whether the run played it and it went as planned; a story the run did not
 play, or that never went as planned, is a miss (a valid verdict then says its bug may not have
 been tried).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nemesis.stories import STORIES
+from suites.wrack.stories import STORIES
 
 
 def _first_explained(results: Mapping[str, Any]) -> Mapping[str, Any] | None:

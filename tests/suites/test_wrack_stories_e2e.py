@@ -17,10 +17,11 @@ import pytest
 
 from contracts.history import HistoryWriter, read_events
 from nemesis.core import FaultOp, Nemesis
-from nemesis.leadercut import install_leader_cut
-from nemesis.schedule import prepare, story_package
+from nemesis.schedule import prepare
 from nemesis.targets import KafkaMetadata, partition_view
 from suites.wrack.db import BrokerDB, BrokerOptions
+from suites.wrack.leadercut import install_leader_cut
+from suites.wrack.stories import story_package
 
 pytestmark = pytest.mark.root
 

@@ -1,5 +1,5 @@
 """The fault stories keep the active controller out of the partition they play on
-(nemesis/stories.py `Story.choose`): in a default test some partition must avoid every
+(suites/wrack/stories.py `Story.choose`): in a default test some partition must avoid every
 voter that may lead the controller quorum, or no story ever runs (seen: every story of a
 bug-zoo run failed with "no partition without a controller replica")."""
 

@@ -26,8 +26,8 @@ import time
 from typing import Any
 
 from nemesis.core import FaultOp, Nemesis
-from nemesis.stories import POLL_S, Story, StoryError
 from nemesis.targets import PartitionView, TargetError
+from suites.wrack.stories import POLL_S, Story, StoryError
 
 WAIT_S = 20.0  # longer than the test clusters' replica.lag.time.max.ms (6 s) plus the shrink's round trip
 CHOOSE_S = 1.0  # how long a candidate with the roles is waited for (ISRs refill after a fault)

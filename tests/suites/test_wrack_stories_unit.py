@@ -1,7 +1,7 @@
 """Fault stories and the rotation schedule, without a cluster: the schedule's order and calm
 share, `mix` expansion, the schedule's delays counted from the end of the previous op, the
 roles read from metadata, and each story's steps against a small model of a partition's
-leadership (nodes and the broker are stand-ins here; tests/nemesis/test_stories_e2e.py plays
+leadership (nodes and the broker are stand-ins here; tests/suites/test_wrack_stories_e2e.py plays
 the stories on real brokers)."""
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from harness.faults import (
     known_packages,
     rotates,
 )
-from nemesis import stories
 from nemesis.core import FaultOp, Nemesis
-from nemesis.leadercut import install_leader_cut
 from nemesis.schedule import FaultPackage, rotation
 from nemesis.targets import Metadata, PartitionInfo, partition_view
+from suites.wrack import stories
 from suites.wrack.faults import MIX as DEFAULT_MIX
+from suites.wrack.leadercut import install_leader_cut
 
 WRACK = suites.get("wrack")
 TOPICS = {"t": 2}

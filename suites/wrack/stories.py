@@ -34,12 +34,14 @@ or resumed) and waits up to 30 s for the partition to have a leader and an ISR o
 again ("healed"); also when a step fails, it undoes, so the time after it is fault-free.
 
 `install_stories(nemesis, pick)` registers every story's op (`pick(rng)` draws the candidate
-partitions: a list of (topic, partition)) and the `wipe` fault; the packages live in
-`nemesis.schedule.story_package`.
+partitions: a list of (topic, partition)) and the `wipe` fault; `story_package(name, pick)`
+is a story as a fault package of the schedule (nemesis/schedule.py), with its colour in the
+plots (`STORY_COLORS`) and its tier in the default rotation (`STORY_TIERS`).
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
@@ -49,6 +51,8 @@ from broker.triggers import ALIASES, TRIGGERS, Trigger
 from broker.triggers import steps as S
 from broker.triggers.steps import CONTROLLER, FOLLOWERS, HEALED, LEADER
 from nemesis.core import FaultOp, Nemesis
+from nemesis.lazyfs.hook import LazyFSOptions, install_power_loss
+from nemesis.schedule import FaultPackage
 from nemesis.targets import PartitionView, TargetError, node_metadata, node_offset, partition_view
 
 TP = tuple[str, int]
@@ -493,3 +497,33 @@ def install_stories(nemesis: Nemesis, pick: Callable[[Any], Sequence[TP]], names
 
         nemesis.register(name, run, recorded=f"stop-{name}")
     nemesis.register("wipe", lambda spec: _wipe(nemesis, spec))
+
+
+# stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
+# the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
+STORY_TIERS = {"last-replica-standing": 0, "hw-truncation": 0, "stale-hwm-leader": 0, "wipe-during-expansion": 0,
+               "stale-alter-partition": 0, "leader-churn": 1, "unclean-candidates": 1}
+# each story's band in the plots, the timeline and the report (trigger name -> colour)
+STORY_COLORS = {"last-replica-standing": "#B07AD8", "hw-truncation": "#E98A4F", "stale-hwm-leader": "#6FB7D9",
+                "wipe-during-expansion": "#8FBF6A", "stale-alter-partition": "#D9C46F", "leader-churn": "#E96F8A"}
+STORY_COLOR = "#C0A0D0"  # a story without a colour of its own in STORY_COLORS
+
+
+def story_package(name: str, pick: Callable[[random.Random], Sequence[tuple[str, int]]]) -> FaultPackage:
+    """The story `name` (a trigger of broker/triggers, or an old name of one: the package
+    and its op are the trigger's name; `install_stories` plays it) as an instant package;
+    `pick(rng)` draws the candidate partitions. Stories that lose power need LazyFS: its
+    hook is installed with `lose_on_kill=False`, so a `kill` stays a process crash (the
+    page cache survives) and only `power-loss` drops unsynced writes."""
+    if name not in STORIES:
+        raise ValueError(f"unknown story {name!r} (known: {', '.join(sorted(STORIES))})")
+    trigger = STORIES[name]
+
+    def prepare(nem: Nemesis) -> None:
+        if trigger.power_loss:
+            install_power_loss(nem, opts=LazyFSOptions(lose_on_kill=False))
+        install_stories(nem, pick, [trigger.name])
+
+    color = STORY_COLORS.get(trigger.name, STORY_COLOR)
+    return FaultPackage(trigger.name, lambda rng: FaultOp(trigger.name, None), None, [], color, prepare,
+                        tier=STORY_TIERS.get(trigger.name, 1))
