@@ -14,7 +14,7 @@ Run it under `flock /tmp/wrack-e2e.lock` (it times things). The default suite, `
   stale read (one read returns the value of an acknowledged write that an acknowledged
   write overwrote before the read began), planted in the middle key at 55-60 % of its ops;
 - checks each file with `wrack check --checker linearizable --model cas-register` and with
-  Porcupine (its Go sources in ../shared/data/porcupine-src, through our driver
+  Porcupine (its Go sources in the shared data folder beside the checkout, `PORCUPINE_SRC`, through our driver
   bench/porcupine_driver/main.go, built with Debian's golang-go in a temp dir), each as one
   process: wall time (start-up and reading included), peak RSS, verdict;
 - prints a table: ours, Porcupine, Porcupine's wall / ours, and the load average.
@@ -140,7 +140,7 @@ def _events(ops: list[dict], key: str, pids: Iterator[int]) -> list[tuple[int, i
 
 def write_history(path: Path, keys: int, nops: int, procs: int, plant: str | None, seed: int = 1) -> None:
     """A keyed history of `keys` keys run side by side (see `simulate_key`), `plant` in the
-    middle key, as JSON Lines (docs/ARCHITECTURE.md "History")."""
+    middle key, as JSON Lines (docs/ARCHITECTURE.md "History: JSON Lines, Jepsen's vocabulary")."""
     rng = random.Random(seed)
     pids = iter(range(10**9))
     per_key = [simulate_key(rng, f"k{k}", nops, procs, plant if k == keys // 2 else None, pids)

@@ -38,6 +38,7 @@ from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from broker.core.broker import RUNNING
 from broker.core.messages import (
     NO_LEADER,
     AlterPartitionRequest,
@@ -168,8 +169,6 @@ def healthy(c: SimCluster, tp: TopicPartition, replicas: tuple[int, ...], log: C
     the stopped (or paused) controllers, and wait (up to 10 s) until every replica serves
     (registered, unfenced, not shutting down) and is in the ISR, and a controller is active.
     Yields False as its last answer if that did not come."""
-    from broker.core.broker import RUNNING
-
     if not replicas:
         return False  # no such partition (yet)
     c.net.heal()
