@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from checkers.queue.analysis import QueueAnalysis, finish
@@ -105,16 +105,26 @@ def check(events: Iterable[dict[str, Any]], *, time_limit: float | None = None, 
 
 
 def analyze_file(path: str | os.PathLike[str], *, time_limit: float | None = None, ww_deps: bool = False,
-                 max_examples: int = 32) -> QueueAnalysis:
-    """`analyze` over a history file; errors cite FILE:LINE; a torn last line is dropped and noted."""
+                 max_examples: int = 32, tap: Callable[[dict[str, Any]], None] | None = None) -> QueueAnalysis:
+    """`analyze` over a history file; errors cite FILE:LINE; a torn last line is dropped and noted.
+    `tap`, if given, sees every event of the same pass (another check's input, without a
+    second read of the file)."""
     p = os.fspath(path)
     ef = EventFile(p)
-    an = analyze(ef, time_limit=time_limit, ww_deps=ww_deps, max_examples=max_examples, path=p,
+    events: Iterable[dict[str, Any]] = ef if tap is None else _tapped(ef, tap)
+    an = analyze(events, time_limit=time_limit, ww_deps=ww_deps, max_examples=max_examples, path=p,
                  line_of=ef.line_of)
     if ef.dropped:
         an.result["dropped_lines"] = ef.dropped
         an.result["dropped_reason"] = ef.dropped_reason
     return an
+
+
+def _tapped(events: Iterable[dict[str, Any]], tap: Callable[[dict[str, Any]], None]
+            ) -> Iterator[dict[str, Any]]:
+    for ev in events:
+        tap(ev)
+        yield ev
 
 
 def check_file(path: str | os.PathLike[str], *, time_limit: float | None = None, ww_deps: bool = False,

@@ -109,3 +109,21 @@ def test_a_wiped_coordinator_allows_its_groups_lost_commits_only():
     lost_there = commits.check([poll(1, other, {"q-0": 9}), resume(2, other, {"q-0": None})])
     assert judge({"queue": lost_there}, policy).valid is False
     assert not any(p.name == "offsets-one-copy" for p in choose(opts, events=[]).picks)
+
+
+def test_the_workload_checks_commits_in_the_queue_checkers_pass(tmp_path):
+    # the commit check reads its events from the queue checker's own pass over the file
+    import json
+
+    import suites
+
+    events = [{**poll(1, "g", {"q-0": 9}), "type": "invoke", "value": [["poll"]]},
+              {**poll(2, "g", {"q-0": 9}), "value": [["poll", {}]]},
+              {**resume(3, "g", {"q-0": 2}), "type": "invoke", "value": ["q-0"]},
+              {**resume(4, "g", {"q-0": 2}), "value": ["q-0"]}]
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps({"index": i, **ev}) + "\n" for i, ev in enumerate(events)))
+    wl = suites.get("wrack").make_workload("queue", {})
+    result = wl.analyze(path).result
+    assert result["commits"] == {"commits": 1, "resumes": 1}
+    assert "lost-commit" in result["anomaly_types"] and result["valid"] is False
