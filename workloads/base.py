@@ -37,7 +37,8 @@ from typing import Any
 from contracts.generator import Generator
 from contracts.options import GeneralOptions
 from contracts.protocols import Client
-from workloads.kafka_io import MAX_IN_FLIGHT, KafkaIO, open_io
+from workloads.kafka_clients import open_io
+from workloads.kafka_io import MAX_IN_FLIGHT, KafkaIO
 from workloads.options import KAFKA_DEFAULTS
 
 GENERAL = GeneralOptions()

@@ -66,7 +66,8 @@ from contracts import generator as gen
 from contracts.generator import PENDING, Context, Generator, Pending
 from workloads.base import BaseWorkload, WorkloadAnalysis, WorkloadOptions, in_flight, key_of, split_key
 from workloads.errors import ClientError
-from workloads.kafka_io import KafkaIO, Sender, open_sender
+from workloads.kafka_clients import open_sender
+from workloads.kafka_io import KafkaIO, Sender
 
 
 class OffsetTracker:

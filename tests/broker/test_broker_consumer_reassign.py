@@ -16,7 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from workloads.base import WorkloadOptions, split_key
-from workloads.kafka_io import create_topics, open_sender
+from workloads.kafka_clients import open_sender
+from workloads.kafka_io import create_topics
 from workloads.queue import QueueWorkload
 
 PARTITIONS, PER_PARTITION, TRIALS = 8, 400, 4

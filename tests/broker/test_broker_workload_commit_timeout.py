@@ -13,7 +13,8 @@ import time
 import pytest
 
 from workloads.errors import ClientError
-from workloads.kafka_io import create_topics, open_io
+from workloads.kafka_clients import open_io
+from workloads.kafka_io import create_topics
 
 
 def test_a_commit_to_a_paused_coordinator_times_out_and_the_client_closes(fleet):

@@ -12,7 +12,8 @@ import pytest
 from broker_procs import read_back
 
 from workloads.base import WorkloadOptions
-from workloads.kafka_io import create_topics, open_sender
+from workloads.kafka_clients import open_sender
+from workloads.kafka_io import create_topics
 from workloads.queue import QueueWorkload, SendLane
 
 THREADS, PER_THREAD = 24, 25
