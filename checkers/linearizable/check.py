@@ -19,11 +19,11 @@ import time
 from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
+from checkers.linearizable.modelkit import Spec
 from checkers.linearizable.models import Model, composite, get_model
 from checkers.linearizable.parts import LinOp, Partition
 from checkers.linearizable.plan import Hooks, Plan
 from checkers.linearizable.report import ANOMALY, MAX_LISTED, Analysis, counterexample, describe_op
-from checkers.linearizable.search import Spec
 from checkers.linearizable.window import find_window
 from contracts.errors import InputError
 from contracts.history import validate_event

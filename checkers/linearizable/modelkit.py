@@ -149,3 +149,17 @@ def _show(v: Any) -> str:
     if v is UNSEEN:
         return "?"
     return "nil" if v is None or v is NIL else repr(v) if isinstance(v, str) else str(v)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What the search (search.py) needs of a model: its initial state, its step and the pruning
+    hooks (`Model` above names each), the initial state already made."""
+
+    init: State
+    step: Callable[[State, Any], State | None]
+    target: Callable[[Any], State | None] = lambda call: None
+    resets: Callable[[Any], bool] = lambda call: True
+    stuck: Callable[[State, Any], bool] = lambda state, call: True
+    blocking: Callable[[Any], bool] = lambda call: False
+    needs: Callable[[Any], State | None] | None = None

@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from checkers.linearizable.modelkit import Spec
 from checkers.linearizable.refute import Overwritten, overwritten
-from checkers.linearizable.search import Search, Spec
+from checkers.linearizable.search import Search
 
 EXACT_ALONE = 20_000  # plus 4 moves an op: what the exact search gets before the relaxed one joins
 

@@ -64,42 +64,30 @@ op's return). When the search fails, so does the history cut at the time of that
 (the counterexample window's end, `window.py`).
 
 Bounded memory: `memory_units` counts cached configurations, states and steps; the caller
-stops the search (verdict "unknown") when the total passes its cap. The search runs in slices of about
-``budget`` moves (`run`), so partitions can be interleaved and a time limit checked
-between slices.
+stops the search ("unknown") past its cap. `run` searches in slices of about ``budget``
+moves, so partitions interleave and a time limit is checked between slices. `run` is one
+loop with its state in locals on purpose (the checker's hot path: no call per move); it
+reads by its numbered phases.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from checkers.linearizable.classes import bit_positions, classes, witness
+from checkers.linearizable.modelkit import Spec
 
 State = Hashable
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What the search needs of a model (see `checkers.linearizable.models.Model`)."""
-
-    init: State
-    step: Callable[[State, Any], State | None]
-    target: Callable[[Any], State | None] = lambda call: None
-    resets: Callable[[Any], bool] = lambda call: True
-    stuck: Callable[[State, Any], bool] = lambda state, call: True
-    blocking: Callable[[Any], bool] = lambda call: False
-    needs: Callable[[Any], State | None] | None = None
 
 
 class Search:
     """A resumable WGL search over one partition.
 
-    ``calls[i]``, ``starts[i]``, ``ends[i]`` (``None`` = indeterminate), ``readonly[i]``
-    describe op ``i``, ops in call order; `spec` is the model. ``groups[i]`` (default all 0) names the
-    independent object op ``i`` touches when one search covers several (partitioning
-    switched off): rule 2 then looks only at resets of the read's own group. Call `run` until it returns True
+    ``calls[i]``, ``starts[i]``, ``ends[i]`` (``None`` = indeterminate), ``readonly[i]`` describe
+    op ``i``, ops in call order; `spec` is the model. ``groups[i]`` (default all 0) names the
+    object op ``i`` touches when one search covers several (partitioning off): rule 2 then looks
+    only at resets of the read's own group. Call `run` until it returns True
     (linearizable) or False (not); `final` / `best` then hold the linearization found /
     the longest partial linearization (see `frames`).
     """

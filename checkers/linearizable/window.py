@@ -27,9 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from checkers.linearizable.modelkit import Spec
 from checkers.linearizable.plan import Plan, real_order
 from checkers.linearizable.refute import possible_states
-from checkers.linearizable.search import Search, Spec
+from checkers.linearizable.search import Search
 
 WINDOW_BUDGET = 400_000  # moves for all window checks of one partition
 
