@@ -15,6 +15,11 @@ Layout of a cluster NAME with subnet index K (10.77.K.0/24, allocated under a lo
   holder's net + mount namespaces with nsenter, or go over SSH to an sshd in the node
   (`transport="ssh"`: host and client keys per cluster, verified with a written known_hosts).
 - state in `/run/wrack/clusters/NAME/state.json`, so another process can `attach` and `down`.
+- an owner, when the creating process sets `WRACK_CLUSTER_OWNER=TAG` (a campaign's tests do):
+  the state records that process (pid and start time) and TAG, and `sweep_orphans()` removes
+  every owned cluster whose owner is gone (a test killed with its Spark executor), so tests
+  sharing a host clean up after one another; clusters without an owner (`wrack cluster up`)
+  outlive their creator by design and are never swept.
 
 `force_down(name)` removes leftovers by name (netns prefix, bridge alias, processes whose
 network namespace is one of the cluster's, directories), even with no state file.
@@ -158,6 +163,7 @@ class LocalState:
     transport: str
     nodes: list[NodeState]
     created: float
+    owner: dict[str, Any] | None = None  # {"pid", "started", "tag"}: see the module docstring
 
     @property
     def subnet(self) -> str:
@@ -299,7 +305,7 @@ def create(spec: ClusterSpec) -> LocalCluster:
         nodes = [NodeState(f"n{i}", f"{SUBNET_PREFIX}.{k}.{10 + i}", netns_name(name, f"n{i}"),
                            f"v{i}", 0, str(DATA_ROOT / name / f"n{i}"))
                  for i in range(1, spec.nodes + 1)]
-        st = LocalState(name, k, bridge, spec.transport, nodes, time.time())
+        st = LocalState(name, k, bridge, spec.transport, nodes, time.time(), _owner())
         state_dir(name).mkdir(parents=True, exist_ok=True)
         _save(st)  # first, so a crash from here on is found by `down`
         try:
@@ -357,6 +363,48 @@ def names() -> list[str]:
         if m:
             found.add(m.group(1))
     return sorted(found)
+
+
+# --------------------------------------------------------------------------- owners
+
+
+OWNER_ENV = "WRACK_CLUSTER_OWNER"
+
+
+def _started(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot), None when it is gone: with the pid it
+    names one process (a pid alone may be reused)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _owner() -> dict[str, Any] | None:
+    tag = os.environ.get(OWNER_ENV)
+    return {"pid": os.getpid(), "started": _started(os.getpid()), "tag": tag} if tag else None
+
+
+def owned(tag: str | None = None) -> list[tuple[str, int, bool]]:
+    """(cluster, owner pid, owner alive) of every cluster with an owner (with `tag`, only its)."""
+    out = []
+    for name in names():
+        st = _load(name)
+        if st is None or not st.owner or (tag is not None and st.owner.get("tag") != tag):
+            continue
+        pid = int(st.owner["pid"])
+        out.append((name, pid, _started(pid) == st.owner.get("started")))
+    return out
+
+
+def sweep_orphans(tag: str | None = None) -> list[str]:
+    """Remove every owned cluster (with `tag`: only its) whose owner process is gone; returns
+    their names."""
+    gone = [name for name, _pid, alive in owned(tag) if not alive]
+    for name in gone:
+        force_down(name)
+    return gone
 
 
 # --------------------------------------------------------------------------- sshd
