@@ -41,7 +41,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,26 +172,36 @@ def run_meets(expect: str, run: Mapping[str, Any]) -> bool:
     return verdict == expect
 
 
-def cell_passes(expect: str, runs: list[Mapping[str, Any]]) -> bool:
+def cell_passes(expect: str, runs: Sequence[Mapping[str, Any]]) -> bool:
     return all(run_meets(expect, r) for r in runs)
 
 
-def detection(expect: str, runs: list[Mapping[str, Any]]) -> dict[str, int]:
+def detection(expect: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """How many of a cell's runs met its expectation (for a bug's cell: found it), of how many."""
     return {"met": sum(run_meets(expect, r) for r in runs), "runs": len(runs)}
 
 
-def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = None,
-                 overrides: Mapping[str, Any] | None = None, baseline: Mapping[str, Any] | None = None,
-                 runner: Callable[..., Any] | None = None,
-                 on_run: Callable[[Cell, int, Any], None] | None = None) -> tuple[Path, dict[str, Any]]:
-    """Run every cell `repeats` times; write the campaign folder; return (folder, results)."""
-    runner = runner or run_test
-    for cell in spec.cells:  # every cell's options are checked before anything runs
+@dataclass
+class Opened:
+    """One execution of a campaign: its folder, where its runs go and when it began."""
+
+    cdir: Path
+    runs_root: Path
+    start: dt.datetime
+
+
+def check_cells(spec: CampaignSpec, overrides: Mapping[str, Any] | None) -> None:
+    """Every cell's options are checked before anything runs (InputError naming the cell)."""
+    for cell in spec.cells:
         try:
             validate(cell_test_options(spec, cell, Path("."), overrides or {}))
         except InputError as e:
             raise InputError(f"cell {cell.label()}: {e.message}", spec.path or None) from None
+
+
+def open_campaign(spec: CampaignSpec, root: str | os.PathLike[str] | None,
+                  overrides: Mapping[str, Any] | None, extra: Mapping[str, Any] | None = None) -> Opened:
+    """Make the campaign folder (a new timestamp below `root/<name>/`) and its campaign.json."""
     start = dt.datetime.now(dt.UTC)
     base = Path(root or os.environ.get("WRACK_CAMPAIGN_RESULTS") or DEFAULT_ROOT) / store.safe_name(spec.name)
     base.mkdir(parents=True, exist_ok=True)
@@ -201,42 +211,76 @@ def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = No
         cdir = base / store.timestamp(start)
     cdir.mkdir()
     store.update_latest(cdir)
-    runs_root = cdir / "runs"
     store.write_json(cdir / "campaign.json", {
         "name": spec.name, "file": spec.path, "description": spec.description, "spec": spec.raw,
         "defaults": spec.defaults, "repeats": spec.repeats, "overrides": dict(overrides or {}),
-        "cells": [{"key": c.key, "options": c.options, "expect": c.expect} for c in spec.cells]})
+        "cells": [{"key": c.key, "options": c.options, "expect": c.expect} for c in spec.cells], **(extra or {})})
+    return Opened(cdir, cdir / "runs", start)
+
+
+def campaign_record(spec: CampaignSpec, cell: Cell, rep: int, opened: Opened) -> dict[str, Any]:
+    """What a run records of its campaign (test.json's `campaign`; the pipeline's `campaign_*`
+    columns): name, cell options and key, repeat, expectation, and `run` = the campaign
+    folder's timestamp (one execution of the campaign)."""
+    return {"name": spec.name, "cell": cell.options, "key": cell.key, "repeat": rep, "expect": cell.expect,
+            "run": opened.cdir.name}
+
+
+def run_record(out: Any, opened: Opened, rep: int, wall: float) -> dict[str, Any]:
+    """One run's entry in results.json from its RunOutcome (run_dir, results, exit_code, error)."""
+    res = out.results or {}
+    return {"repeat": rep, "run_id": store.run_id(Path(out.run_dir)), "path": os.path.relpath(out.run_dir, opened.cdir),
+            "valid": out.valid, "verdict": verdict_of(out.valid, out.results is None),
+            "anomaly_types": list(res.get("anomaly_types") or []), "allowed": list(res.get("allowed") or []),
+            "first_anomaly_time": res.get("first_anomaly_time"), "wall_s": wall,
+            "exit_code": out.exit_code, "error": out.error, "seed": _seed_of(out.run_dir)}
+
+
+def cell_record(cell: Cell, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cell's entry in results.json from its runs' entries."""
+    out = {"key": cell.key, "label": cell.label(), "options": cell.options, "expect": cell.expect,
+           "runs": runs, "verdict": _worst([r["verdict"] for r in runs]), "passed": cell_passes(cell.expect, runs),
+           "detection": detection(cell.expect, runs)}
+    if any(r.get("retried") for r in runs):
+        out["retried"] = sum(bool(r.get("retried")) for r in runs)
+    return out
+
+
+def finish_campaign(spec: CampaignSpec, opened: Opened, cells_out: list[dict[str, Any]],
+                    baseline: Mapping[str, Any] | None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """results.json, junit.xml and summary.html of a campaign whose runs are done."""
+    results = {"name": spec.name, "start": opened.start.isoformat(timespec="seconds"),
+               "end": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **(extra or {}), "cells": cells_out}
+    if baseline is not None:
+        compare(results, baseline)
+    results["summary"] = summary_counts(results)
+    store.write_json(opened.cdir / "results.json", results)
+    (opened.cdir / "junit.xml").write_text(junit_xml(results))
+    (opened.cdir / "summary.html").write_text(summary_html(results))
+    return results
+
+
+def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = None,
+                 overrides: Mapping[str, Any] | None = None, baseline: Mapping[str, Any] | None = None,
+                 runner: Callable[..., Any] | None = None,
+                 on_run: Callable[[Cell, int, Any], None] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Run every cell `repeats` times, one after another in this process; write the campaign
+    folder; return (folder, results). (harness/spark_campaign.py runs them as Spark tasks.)"""
+    runner = runner or run_test
+    check_cells(spec, overrides)
+    opened = open_campaign(spec, root, overrides)
     cells_out = []
     for cell in spec.cells:
         runs = []
         for rep in range(spec.repeats):
-            o = cell_test_options(spec, cell, runs_root, overrides or {})
+            o = cell_test_options(spec, cell, opened.runs_root, overrides or {})
             t0 = time.monotonic()
-            out = runner(o, campaign={"name": spec.name, "cell": cell.options, "key": cell.key, "repeat": rep})
-            wall = round(time.monotonic() - t0, 3)
-            res = out.results or {}
-            rel = os.path.relpath(out.run_dir, cdir)
-            runs.append({"repeat": rep, "run_id": store.run_id(Path(out.run_dir)), "path": rel,
-                         "valid": out.valid, "verdict": verdict_of(out.valid, out.results is None),
-                         "anomaly_types": list(res.get("anomaly_types") or []),
-                         "allowed": list(res.get("allowed") or []),
-                         "first_anomaly_time": res.get("first_anomaly_time"), "wall_s": wall,
-                         "exit_code": out.exit_code, "error": out.error, "seed": _seed_of(out.run_dir)})
+            out = runner(o, campaign=campaign_record(spec, cell, rep, opened))
+            runs.append(run_record(out, opened, rep, round(time.monotonic() - t0, 3)))
             if on_run is not None:
                 on_run(cell, rep, out)
-        verdicts = [r["verdict"] for r in runs]
-        cells_out.append({"key": cell.key, "label": cell.label(), "options": cell.options, "expect": cell.expect,
-                          "runs": runs, "verdict": _worst(verdicts), "passed": cell_passes(cell.expect, runs),
-                          "detection": detection(cell.expect, runs)})
-    results = {"name": spec.name, "start": start.isoformat(timespec="seconds"),
-               "end": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "cells": cells_out}
-    if baseline is not None:
-        compare(results, baseline)
-    results["summary"] = summary_counts(results)
-    store.write_json(cdir / "results.json", results)
-    (cdir / "junit.xml").write_text(junit_xml(results))
-    (cdir / "summary.html").write_text(summary_html(results))
-    return cdir, results
+        cells_out.append(cell_record(cell, runs))
+    return opened.cdir, finish_campaign(spec, opened, cells_out, baseline)
 
 
 def _seed_of(run_dir: Any) -> Any:
@@ -320,13 +364,16 @@ def junit_xml(results: Mapping[str, Any]) -> str:
                     msg += f" (expected {c['expect']})"
                 if c.get("regression"):
                     msg = f"regression (baseline {c.get('baseline_verdict')}): " + msg
-                detail = f"report: {r['path']}/report.html" + (f"\nerror: {r['error']}" if r.get("error") else "")
+                detail = (f"report: {r['path']}/report.html" if r.get("path") else "no run folder") + (
+                    f"\nerror: {r['error']}" if r.get("error") else "")
                 if r["verdict"] == "crashed":
                     n_err += 1
                     body = f"<error message={quoteattr(msg)}>{xml_escape(detail)}</error>"
                 else:
                     n_fail += 1
                     body = f"<failure message={quoteattr(msg)}>{xml_escape(detail)}</failure>"
+            if r.get("retried"):  # a retry after its executor was lost (Spark campaigns)
+                body += f"<system-out>retried: attempt {(r.get('attempt') or 0) + 1}, the first one's executor was lost</system-out>"
             cases.append(f'  <testcase classname={quoteattr(c["label"])} name={quoteattr(name)}>{body}</testcase>')
     n = len(cases)
     head = (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name={quoteattr("wrack campaign " + results["name"])} '
