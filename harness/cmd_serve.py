@@ -1,5 +1,6 @@
 """`wrack serve`: a local web page listing runs (verdict, configuration, date), sortable and
-filterable, linking each run's report; campaigns' summaries too.
+filterable, linking each run's report; campaigns' summaries too, and at /campaigns each
+campaign cell's detection rate over time and across git revisions (from the pipeline's tables).
 
 Binds 127.0.0.1 by default (`--host` to change it, at your own risk: no authentication).
 Serves only files below the given roots. Stops on Ctrl-C (exit 0).
@@ -21,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="results roots (default ./results and ./campaign-results)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    p.add_argument("--tables", action="append", default=[], metavar="DIR",
+                   help="a pipeline directory for the campaign page (repeatable; each root's _pipeline/ is read too)")
     p.set_defaults(func=run)
 
 
@@ -33,8 +36,11 @@ def run(args: argparse.Namespace) -> int:
     for r in roots:
         if not Path(r).is_dir():
             raise InputError("no such directory", r)
+    for t in args.tables:
+        if not Path(t, "runs").is_dir():
+            raise InputError("not a pipeline directory (no runs/ table)", t)
     try:
-        srv = make_server(roots, args.host, args.port)
+        srv = make_server(roots, args.host, args.port, tables=args.tables)
     except OSError as e:
         raise InputError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
     host, port = srv.server_address[:2]

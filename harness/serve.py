@@ -7,6 +7,9 @@
   in one table, sortable by any column and filterable by text and verdict (inline script,
   no external resource), with a link to each run's report, and the campaigns found;
 - `/api/runs`: the same list as JSON;
+- `/campaigns` (and `/api/campaigns`): each campaign cell's detection rate over time and
+  across git revisions, from the pipeline's tables (harness/serve_campaigns.py: the roots'
+  `_pipeline/` folders, where `wrack campaign` ingests its runs, and `tables`);
 - `/files/<root index>/<path>`: files below a root (reports, plots, results.json, histories),
   never outside it (`..`, absolute paths and symlinks leaving the root answer 404).
 
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import store
+from harness.serve_campaigns import campaign_rates, campaigns_html, find_tables
 
 CONFIG_KEYS = ("workload", "nodes", "acks", "nemesis", "rf", "min_isr", "safeguards_off", "time_limit", "client")
 
@@ -83,7 +87,9 @@ def index_html(runs: list[dict[str, Any]], campaigns: list[dict[str, Any]]) -> s
         f'{e(str(c["summary"].get("cells_passed", "?")))}/{e(str(c["summary"].get("cells", "?")))} cells passed</li>'
         for c in campaigns)
     return _PAGE.replace("{{ROWS}}", "\n".join(rows)).replace("{{COUNT}}", str(len(runs))).replace(
-        "{{CAMPAIGNS}}", f"<h2>Campaigns</h2><ul>{camps}</ul>" if camps else "")
+        "{{CAMPAIGNS}}", f"<h2>Campaigns</h2><p><a href=\"/campaigns\">detection rates per cell over time and "
+                         f"revisions</a></p><ul>{camps}</ul>" if camps else
+        '<p><a href="/campaigns">campaigns: detection rates per cell</a></p>')
 
 
 _PAGE = """<!DOCTYPE html>
@@ -152,9 +158,10 @@ def safe_path(root: Path, rel: str) -> Path | None:
     return p
 
 
-def make_server(roots: Sequence[str | os.PathLike[str]], host: str = "127.0.0.1", port: int = 8080
-                ) -> ThreadingHTTPServer:
+def make_server(roots: Sequence[str | os.PathLike[str]], host: str = "127.0.0.1", port: int = 8080,
+                tables: Sequence[str | os.PathLike[str]] = ()) -> ThreadingHTTPServer:
     root_paths = [Path(r) for r in roots]
+    table_paths = [Path(t) for t in tables]
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "wrack-serve"
@@ -182,6 +189,12 @@ def make_server(roots: Sequence[str | os.PathLike[str]], host: str = "127.0.0.1"
                 return self._send(200, body, "text/html; charset=utf-8")
             if path == "/api/runs":
                 return self._send(200, json.dumps(list_runs(root_paths), default=str).encode(), "application/json")
+            if path in ("/campaigns", "/api/campaigns"):
+                dirs = find_tables(root_paths, table_paths)
+                data = campaign_rates(dirs)
+                if path == "/api/campaigns":
+                    return self._send(200, json.dumps(data, default=str).encode(), "application/json")
+                return self._send(200, campaigns_html(data, dirs).encode(), "text/html; charset=utf-8")
             if path.startswith("/files/"):
                 parts = path[len("/files/"):].split("/", 1)
                 if parts[0].isdigit() and int(parts[0]) < len(root_paths):
