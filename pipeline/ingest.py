@@ -30,6 +30,7 @@ from pipeline import store
 from pipeline.extract import HistoryStats, example_op_index, read_history, result_anomaly_rows, runs_row
 from pipeline.runfolders import find_runs, read_json
 from pipeline.schemas import OPS
+from pipeline.tasks import one_each
 
 RESULT_SCHEMA = "run_id string, run string, faults string, anomalies string, seconds double"
 
@@ -109,10 +110,7 @@ def ingest(spark: Any, paths: list[str], out: str) -> IngestSummary:
     summary = IngestSummary(found=len(runs), skipped=len(runs) - len(todo))
     if todo:
         todo.sort(key=lambda r: -_size(os.path.join(r.path, "history.jsonl")))
-        # One partition per run, in order: the biggest histories start first.
-        df = spark.createDataFrame([(i, r.run_id, r.path) for i, r in enumerate(todo)],
-                                   "pos int, run_id string, path string")
-        df = df.repartitionByRange(len(todo), "pos").select("run_id", "path")
+        df = one_each(spark, [(r.run_id, r.path) for r in todo], "run_id string, path string")
         body = partial(_ingest_batches, out)
         results = df.mapInArrow(body, RESULT_SCHEMA).collect()
         rows = [json.loads(r["run"]) for r in results]

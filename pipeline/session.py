@@ -49,8 +49,8 @@ def base_conf(master: str, progress: bool) -> dict[str, str]:
     """The Spark configuration the pipeline runs with (before user overrides)."""
     local = master.startswith("local")
     cores = cores_of(master)
-    # The throughput collector: the pipeline's jobs are batch jobs, and on the bench's 10M-op
-    # campaign it cut check time on local[2] by 14 % against G1 (docs/pipeline.md, Figures).
+    # The throughput collector: the pipeline's jobs are batch jobs (no pause-time goal; G1's
+    # concurrent threads cost CPU that a 2-core machine does not have to spare).
     java_opts = f"-XX:+UseParallelGC -Dlog4j2.configurationFile=file:{LOG4J} -Dlog4j.configurationFile=file:{LOG4J}"
     conf = {
         "spark.app.name": "wrack-pipeline",
@@ -59,12 +59,6 @@ def base_conf(master: str, progress: bool) -> dict[str, str]:
         "spark.default.parallelism": str(max(8, 4 * cores)),
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.adaptive.coalescePartitions.enabled": "true",
-        # Joins on (run, key, value) reuse the (run, key) partitioning of their inputs.
-        "spark.sql.requireAllClusterKeysForCoPartition": "false",
-        # ... and hash them (the inputs are partitioned alike already): no sort of either side.
-        "spark.sql.join.preferSortMergeJoin": "false",
-        # Cached micro-ops: plain columns decode faster than compressed ones (memory is ample).
-        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.pyspark.python": sys.executable,

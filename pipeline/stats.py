@@ -1,4 +1,4 @@
-"""Per-op views of `ops` and the per-run statistics of `checkers.stats`, as Spark aggregates.
+"""Per-op views of `ops` and fault-window membership, as Spark expressions (for `pipeline.analytics`).
 
 Definitions are checkers.stats': an op's outcome is its completion type (never completed:
 `info`); *availability* is ok / all over client ops other than `crash` and
@@ -8,9 +8,6 @@ window. A window never healed lasts until after the run's last op.
 """
 
 from __future__ import annotations
-
-from collections import defaultdict
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -49,45 +46,3 @@ def with_inside(ops1: DataFrame, wins: DataFrame) -> DataFrame:
     inside = F.exists("_ws", lambda w: (F.col("when") >= w["s"]) & (F.col("when") <= w["e"]))
     return (ops1.join(F.broadcast(ws), "run_id", "left")
             .withColumn("inside", F.coalesce(inside, F.lit(False))).drop("_ws"))
-
-
-def run_stats(ops1: DataFrame, wins: DataFrame) -> dict[str, dict[str, Any]]:
-    """checkers.stats.summarize's dict per run (ops, by_f, availability, fault_windows, outside_faults)."""
-    okc = (F.col("type") == "ok").cast("long")
-    by_f = (with_inside(ops1, wins).groupBy("run_id", "f")
-            .agg(F.count("*").alias("count"), F.sum(okc).alias("ok"),
-                 F.sum((F.col("type") == "info").cast("long")).alias("info"),
-                 F.sum((F.col("type") == "fail").cast("long")).alias("fail"),
-                 F.sum((~F.col("inside")).cast("long")).alias("out_ops"),
-                 F.sum(F.when(~F.col("inside"), okc).otherwise(0)).alias("out_ok"))
-            .collect())
-    counted = ops1.where(~F.col("f").isin(*IGNORED_FOR_AVAILABILITY))
-    per_win = (in_windows(counted, wins).groupBy("run_id", "w_kind", "w_start", "w_stop")
-               .agg(F.count("*").alias("ops"), F.sum(okc).alias("ok")).collect())
-    all_wins = wins.select("run_id", "kind", "start", "stop").collect()
-    out: dict[str, dict[str, Any]] = defaultdict(lambda: {"ops": 0, "by_f": {}, "availability": _avail(0, 0),
-                                                           "fault_windows": [], "outside_faults": _avail(0, 0)})
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for r in by_f:
-        s = out[r["run_id"]]
-        s["by_f"][r["f"]] = {"count": r["count"], "ok": r["ok"], "info": r["info"], "fail": r["fail"]}
-        s["ops"] += r["count"]
-        if r["f"] not in IGNORED_FOR_AVAILABILITY:
-            t = totals[r["run_id"]]
-            t[0] += r["count"]
-            t[1] += r["ok"]
-            t[2] += r["out_ops"]
-            t[3] += r["out_ok"]
-    for rid, (n, ok, n_out, ok_out) in totals.items():
-        out[rid]["availability"] = _avail(n, ok)
-        out[rid]["outside_faults"] = _avail(n_out, ok_out)
-    counts = {(r["run_id"], r["w_kind"], r["w_start"], r["w_stop"]): (r["ops"], r["ok"]) for r in per_win}
-    for w in sorted(all_wins, key=lambda w: (w["run_id"], w["start"])):
-        n, ok = counts.get((w["run_id"], w["kind"], w["start"], w["stop"]), (0, 0))
-        out[w["run_id"]]["fault_windows"].append({"kind": w["kind"], "start": w["start"], "stop": w["stop"],
-                                                  **_avail(n, ok)})
-    return dict(out)
-
-
-def _avail(n: int, ok: int) -> dict[str, Any]:
-    return {"ops": int(n), "ok": int(ok or 0), "availability": round(ok / n, 6) if n else None}

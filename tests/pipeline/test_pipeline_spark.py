@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from queue_cases import MANY, canon, edge_history, judged, op, queue_cfg
 
 import checkers.queue as cq
 from checkers.linearizable import check_events
@@ -26,57 +27,6 @@ from pipeline.ingest import ingest
 from pipeline.schemas import ARROW, TABLES
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
-MANY = 100_000  # examples kept per type: compare whole anomaly sets, not the first 32
-
-
-def _queue_cfg(i: int, rng: random.Random, **kw: Any) -> synth.SynthConfig:
-    kinds = rng.sample(synth.PLANTABLE, rng.randint(1, 4))
-    return synth.SynthConfig(ops=1200, seed=1000 + i, keys=rng.randint(2, 6), concurrency=rng.randint(3, 10),
-                             nemesis=rng.choice([("partition",), ("kill",), ("partition", "kill")]),
-                             nemesis_interval_s=0.1, plant={k: 1 for k in kinds},
-                             options={"acks": rng.choice(["all", "1"]), "min_isr": rng.choice([1, 2])}, **kw)
-
-
-def _op(p: int, f: str, inv: Any, typ: str, val: Any, **extra: Any) -> list[dict[str, Any]]:
-    return [{"process": p, "type": "invoke", "f": f, "value": inv}, {"process": p, "type": typ, "f": f, "value": val,
-                                                                     **extra}]
-
-
-def edge_history() -> list[dict[str, Any]]:
-    """Hand-made ops the generator never makes: multi-send and txn ops, out-of-order sends,
-    garbage reads, committed info sends, string values, a rebalance-log, a fail poll."""
-    ev: list[dict[str, Any]] = []
-    ev += _op(9, "send", [["send", "a", 12]], "ok", [["send", "a", [1, 12]]])
-    # int-send-skip: one op lands at 0 and 2 with offset 1 (value 12) between them
-    ev += _op(1, "send", [["send", "a", 10], ["send", "a", 11]], "ok", [["send", "a", [0, 10]], ["send", "a", [2, 11]]])
-    # int-nonmonotonic-send
-    ev += _op(1, "send", [["send", "b", 20], ["send", "b", 21]], "ok", [["send", "b", [5, 20]], ["send", "b", [4, 21]]])
-    # nonmonotonic-send between two ops of process 2
-    ev += _op(2, "send", [["send", "c", 30]], "ok", [["send", "c", [3, 30]]])
-    ev += _op(2, "send", [["send", "c", 31]], "ok", [["send", "c", [1, 31]]])
-    # garbage-read and a precommitted read in a txn
-    ev += _op(3, "poll", [["poll"]], "ok", [["poll", {"d": [[0, 999]], "a": [[0, 10], [1, 12], [2, 11]]}]])
-    ev += _op(4, "txn", [["send", "e", 40], ["poll"]], "ok", [["send", "e", [0, 40]], ["poll", {"e": [[0, 40]]}]])
-    # an info send proven committed (read later), one never read, one never completed
-    ev += _op(5, "send", [["send", "f", 50]], "info", None)
-    ev += _op(6, "send", [["send", "f", 51]], "info", [["send", "f", [1, 51]]])
-    ev += _op(7, "poll", [["poll"]], "ok", [["poll", {"f": [[0, 50]]}]])
-    # string values, one a garbage read
-    ev += _op(8, "send", [["send", "g", "x"]], "ok", [["send", "g", [0, "x"]]])
-    ev += _op(10, "poll", [["poll"]], "ok", [["poll", {"g": [[0, "x"], [1, "y"]]}]])
-    # a skip inside a poll of a rebalanced key is exempt; the same skip unrebalanced is not
-    ev += _op(11, "send", [["send", "h", 60], ["send", "h", 61], ["send", "h", 62]], "ok",
-              [["send", "h", [0, 60]], ["send", "h", [1, 61]], ["send", "h", [2, 62]]])
-    ev += _op(12, "poll", [["poll"]], "ok", [["poll", {"h": [[0, 60], [2, 62]]}]], **{"rebalance-log": [{"keys": ["h"]}]})
-    ev += _op(13, "poll", [["poll"]], "ok", [["poll", {"h": [[0, 60], [2, 62]]}]])
-    ev += _op(13, "poll", [["poll"]], "fail", None)
-    ev += _op(13, "poll", [["poll"]], "ok", [["poll", {"h": [[1, 61]]}]])
-    ev.append({"process": 14, "type": "invoke", "f": "send", "value": [["send", "f", 52]]})
-    for i, e in enumerate(ev):
-        e["index"], e["time"] = i, i * 1000
-    return ev
-
-
 @pytest.fixture(scope="module")
 def campaign(spark, tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("pipeline")
@@ -85,8 +35,8 @@ def campaign(spark, tmp_path_factory) -> SimpleNamespace:
     runs = {}
     for i in range(6):
         # the first two were checked by the harness: results.json from the real queue checker
-        checked = (lambda d: cq.check_file(d / "history.jsonl", allowed=["unseen"])) if i < 2 else None
-        r = synth.write_run(results, _queue_cfg(i, rng), name=f"q{i}", stamp=i, with_results=checked)
+        checked = (lambda d: judged(cq.check_file(d / "history.jsonl"), ["unseen"])) if i < 2 else None
+        r = synth.write_run(results, queue_cfg(i, rng), name=f"q{i}", stamp=i, with_results=checked)
         runs[r.run_id] = r
     for r in (synth.write_run(results, synth.SynthConfig(ops=800, seed=5, nemesis_interval_s=0.1), name="clean"),
               synth.write_run(results, synth.SynthConfig(ops=600, seed=6, plant={"lost-write": 1}), name="torn",
@@ -107,10 +57,6 @@ def campaign(spark, tmp_path_factory) -> SimpleNamespace:
     chk = check(spark, out, max_examples=MANY)
     yield SimpleNamespace(root=root, results=results, out=out, runs=runs, ingest=ing, check=chk)
     shutil.rmtree(root, ignore_errors=True)
-
-
-def _canon(examples: list[dict[str, Any]]) -> list[str]:
-    return sorted(json.dumps({k: v for k, v in e.items() if k != "explanation"}, sort_keys=True) for e in examples)
 
 
 def _good_prefix(path: Path) -> list[dict[str, Any]]:
@@ -177,14 +123,14 @@ def test_spark_and_the_queue_checker_agree(campaign):
             continue
         hist = run.path / "history.jsonl"
         if rid.startswith("damaged/"):
-            ref = cq.check(_good_prefix(hist), allowed=res["allowed"], max_examples=MANY)
+            ref = judged(cq.check(_good_prefix(hist), max_examples=MANY), res["allowed"])
         else:
-            ref = cq.check_file(hist, allowed=res["allowed"], max_examples=MANY)
+            ref = judged(cq.check_file(hist, max_examples=MANY), res["allowed"])
         assert res["anomaly_counts"] == ref["anomaly_counts"], rid
         assert res["valid"] == ref["valid"], rid
         assert res["anomaly_types"] == ref["anomaly_types"], rid
         for t in ref["anomaly_types"]:
-            assert _canon(res["anomalies"][t]) == _canon(ref["anomalies"][t]), (rid, t)
+            assert canon(res["anomalies"][t]) == canon(ref["anomalies"][t]), (rid, t)
             assert all(e["explanation"] for e in res["anomalies"][t])
         for k in ("by_f", "availability", "outside_faults"):
             assert res["stats"][k] == ref["stats"][k], (rid, k)
@@ -283,14 +229,14 @@ def _register_run(root: Path, name: str, stale: bool) -> Path:
     (one failing its compare) and reads; with `stale`, a read of key 1 returns the value a
     completed write had already replaced."""
     ev: list[dict[str, Any]] = []
-    ev += _op(0, "write", [0, 1], "ok", [0, 1])
-    ev += _op(1, "cas", [0, [1, 2]], "ok", [0, [1, 2]])
-    ev += _op(2, "cas", [0, [1, 3]], "fail", [0, [1, 3]])
-    ev += _op(3, "read", [0, None], "ok", [0, 2])
-    ev += _op(0, "write", [1, 4], "ok", [1, 4])
-    ev += _op(1, "write", [1, 0], "ok", [1, 0])
-    ev += _op(2, "read", [1, None], "ok", [1, 4 if stale else 0])
-    ev += _op(3, "write", [1, 2], "info", [1, 2], error="timeout")
+    ev += op(0, "write", [0, 1], "ok", [0, 1])
+    ev += op(1, "cas", [0, [1, 2]], "ok", [0, [1, 2]])
+    ev += op(2, "cas", [0, [1, 3]], "fail", [0, [1, 3]])
+    ev += op(3, "read", [0, None], "ok", [0, 2])
+    ev += op(0, "write", [1, 4], "ok", [1, 4])
+    ev += op(1, "write", [1, 0], "ok", [1, 0])
+    ev += op(2, "read", [1, None], "ok", [1, 4 if stale else 0])
+    ev += op(3, "write", [1, 2], "info", [1, 2], error="timeout")
     for i, e in enumerate(ev):
         e["index"], e["time"] = i, i * 1000
     run = root / name / "20260101T000000.000"
