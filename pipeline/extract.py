@@ -335,14 +335,17 @@ def read_history(path: str, run_id: str, stats: HistoryStats, batch_rows: int = 
         stats.ops += 1
     if cols.n:
         yield cols.batch()
-    for w in fault_windows(nemesis):
-        stats.faults.append({
-            "run_id": run_id, "kind": w.kind, "f_start": w.start_event.get("f"),
-            "f_stop": w.stop_event.get("f") if w.stop_event else None, "start": int(w.start),
-            "stop": int(w.stop) if w.stop is not None else None, "start_index": w.start_event.get("index"),
-            "stop_index": w.stop_event.get("index") if w.stop_event else None,
-            "value": json.dumps(w.start_event.get("value"), default=str),
-        })
+    stats.faults.extend(fault_rows(run_id, nemesis))
+
+
+def fault_rows(run_id: str, nemesis: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The `faults` table's rows of one run: its fault windows (`contracts.history.fault_windows`)."""
+    return [{"run_id": run_id, "kind": w.kind, "f_start": w.start_event.get("f"),
+             "f_stop": w.stop_event.get("f") if w.stop_event else None, "start": int(w.start),
+             "stop": int(w.stop) if w.stop is not None else None, "start_index": w.start_event.get("index"),
+             "stop_index": w.stop_event.get("index") if w.stop_event else None,
+             "value": json.dumps(w.start_event.get("value"), default=str)}
+            for w in fault_windows(nemesis)]
 
 
 # ------------------------------------------------------------------ runs rows

@@ -14,6 +14,7 @@ import html
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,6 @@ def render_plots(report: dict[str, Any]) -> dict[str, bytes]:
     import matplotlib.pyplot as plt
 
     out: dict[str, bytes] = {}
-    cells = [c for c in report.get("by_config", []) if c.get("anomaly_rate") is not None]
 
     def save(fig: Any, name: str) -> None:
         buf = io.BytesIO()
@@ -78,80 +78,93 @@ def render_plots(report: dict[str, Any]) -> dict[str, bytes]:
         plt.close(fig)
         out[name] = buf.getvalue()
 
-    if cells:
-        h = max(2.5, 0.45 * len(cells) + 1)
-        fig, ax = plt.subplots(figsize=(9, h))
-        labels = [_short(c["config"]) for c in cells]
-        ax.barh(labels, [c["anomaly_rate"] for c in cells], color="#d9534f", label="any anomaly")
-        ax.barh(labels, [c["invalid_rate"] for c in cells], color="#8b1a1a", height=0.4, label="invalid")
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("share of runs")
-        ax.set_title(PLOTS["anomaly-rate"])
-        ax.legend(loc="lower right", fontsize=8)
-        ax.tick_params(axis="y", labelsize=7)
-        save(fig, "anomaly-rate")
-        timed = [c for c in cells if c["time_to_first_anomaly_s"]["all"]]
-        if timed:
-            fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(timed) + 1)))
-            for i, c in enumerate(timed):
-                xs = c["time_to_first_anomaly_s"]["all"]
-                ax.scatter(xs, [i] * len(xs), s=14, color="#d9534f", alpha=0.7)
-                ax.plot([c["time_to_first_anomaly_s"]["median"]] * 2, [i - 0.3, i + 0.3], color="black")
-            ax.set_yticks(range(len(timed)), [_short(c["config"]) for c in timed], fontsize=7)
-            ax.set_xlabel("seconds from the start of the run (bar: median)")
-            ax.set_title(PLOTS["time-to-first-anomaly"])
-            save(fig, "time-to-first-anomaly")
+    cells = [c for c in report.get("by_config", []) if c.get("anomaly_rate") is not None]
     fs = report.get("faults", {})
-    by_cfg = fs.get("by_config", [])
-    if by_cfg:
-        cfgs = sorted({r["config"] for r in by_cfg})
-        look = {(r["config"], r["inside"]): r for r in by_cfg}
-        fig, ax = plt.subplots(figsize=(9, max(2.5, 0.55 * len(cfgs) + 1)))
-        ys = range(len(cfgs))
-        for off, inside, color, lab in ((-0.2, False, "#5cb85c", "outside faults"),
-                                        (0.2, True, "#f0ad4e", "inside fault windows")):
-            vals = [(look.get((c, inside)) or {}).get("availability") or 0 for c in cfgs]
-            ax.barh([y + off for y in ys], vals, height=0.4, color=color, label=lab)
-        ax.set_yticks(list(ys), [_short(c) for c in cfgs], fontsize=7)
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("availability (ok / all ops)")
-        ax.set_title(PLOTS["availability"])
-        ax.legend(loc="lower right", fontsize=8)
-        save(fig, "availability")
-    by_f = [r for r in fs.get("by_f", []) if r["latency_ms"]["p50"] is not None]
-    if by_f:
-        fs_names = sorted({r["f"] for r in by_f})
-        look2 = {(r["f"], r["inside"]): r for r in by_f}
-        fig, ax = plt.subplots(figsize=(9, 3.5))
-        width = 0.12
-        for j, (q, inside) in enumerate((("p50", False), ("p50", True), ("p95", False), ("p95", True),
-                                         ("p99", False), ("p99", True))):
-            vals = [((look2.get((f, inside)) or {}).get("latency_ms") or {}).get(q) or 0 for f in fs_names]
-            ax.bar([i + (j - 2.5) * width for i in range(len(fs_names))], vals, width,
-                   label=f"{q} {'inside' if inside else 'outside'}",
-                   color=("#f0ad4e" if inside else "#5cb85c"), alpha=0.45 + 0.18 * (j // 2))
-        ax.set_xticks(range(len(fs_names)), fs_names)
-        ax.set_yscale("log")
-        ax.set_ylabel("ms")
-        ax.set_title(PLOTS["latency"])
-        ax.legend(fontsize=7, ncol=3)
-        save(fig, "latency")
-    reg = report.get("regressions")
-    if reg and reg.get("anomaly_rate_up") is not None and report.get("by_config"):
-        rows = reg["anomaly_rate_up"]
-        if rows:
-            fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(rows) + 1)))
-            labels = [_short(r["config"]) for r in rows]
-            ax.barh([i - 0.2 for i in range(len(rows))], [r["baseline_anomaly_rate"] for r in rows], 0.4,
-                    color="#999999", label="baseline")
-            ax.barh([i + 0.2 for i in range(len(rows))], [r["anomaly_rate"] for r in rows], 0.4,
-                    color="#d9534f", label="now")
-            ax.set_yticks(range(len(rows)), labels, fontsize=7)
-            ax.set_xlim(0, 1)
-            ax.set_title("Anomaly rate up against the baseline")
-            ax.legend(fontsize=8)
-            save(fig, "regressions")
+    reg = report.get("regressions") or {}
+    for plot, data in ((_anomaly_rate, cells), (_time_to_first_anomaly, cells),
+                       (_availability, fs.get("by_config", [])),
+                       (_latency, [r for r in fs.get("by_f", []) if r["latency_ms"]["p50"] is not None]),
+                       (_regressions, reg.get("anomaly_rate_up") if report.get("by_config") else None)):
+        if data:
+            plot(plt, save, data)
     return out
+
+
+def _anomaly_rate(plt: Any, save: Callable[[Any, str], None], cells: list[dict[str, Any]]) -> None:
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(cells) + 1)))
+    labels = [_short(c["config"]) for c in cells]
+    ax.barh(labels, [c["anomaly_rate"] for c in cells], color="#d9534f", label="any anomaly")
+    ax.barh(labels, [c["invalid_rate"] for c in cells], color="#8b1a1a", height=0.4, label="invalid")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of runs")
+    ax.set_title(PLOTS["anomaly-rate"])
+    ax.legend(loc="lower right", fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    save(fig, "anomaly-rate")
+
+
+def _time_to_first_anomaly(plt: Any, save: Callable[[Any, str], None], cells: list[dict[str, Any]]) -> None:
+    timed = [c for c in cells if c["time_to_first_anomaly_s"]["all"]]
+    if not timed:
+        return
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(timed) + 1)))
+    for i, c in enumerate(timed):
+        xs = c["time_to_first_anomaly_s"]["all"]
+        ax.scatter(xs, [i] * len(xs), s=14, color="#d9534f", alpha=0.7)
+        ax.plot([c["time_to_first_anomaly_s"]["median"]] * 2, [i - 0.3, i + 0.3], color="black")
+    ax.set_yticks(range(len(timed)), [_short(c["config"]) for c in timed], fontsize=7)
+    ax.set_xlabel("seconds from the start of the run (bar: median)")
+    ax.set_title(PLOTS["time-to-first-anomaly"])
+    save(fig, "time-to-first-anomaly")
+
+
+def _availability(plt: Any, save: Callable[[Any, str], None], by_cfg: list[dict[str, Any]]) -> None:
+    cfgs = sorted({r["config"] for r in by_cfg})
+    look = {(r["config"], r["inside"]): r for r in by_cfg}
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.55 * len(cfgs) + 1)))
+    ys = range(len(cfgs))
+    for off, inside, color, lab in ((-0.2, False, "#5cb85c", "outside faults"),
+                                    (0.2, True, "#f0ad4e", "inside fault windows")):
+        vals = [(look.get((c, inside)) or {}).get("availability") or 0 for c in cfgs]
+        ax.barh([y + off for y in ys], vals, height=0.4, color=color, label=lab)
+    ax.set_yticks(list(ys), [_short(c) for c in cfgs], fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("availability (ok / all ops)")
+    ax.set_title(PLOTS["availability"])
+    ax.legend(loc="lower right", fontsize=8)
+    save(fig, "availability")
+
+
+def _latency(plt: Any, save: Callable[[Any, str], None], by_f: list[dict[str, Any]]) -> None:
+    fs_names = sorted({r["f"] for r in by_f})
+    look = {(r["f"], r["inside"]): r for r in by_f}
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    width = 0.12
+    for j, (q, inside) in enumerate((("p50", False), ("p50", True), ("p95", False), ("p95", True),
+                                     ("p99", False), ("p99", True))):
+        vals = [((look.get((f, inside)) or {}).get("latency_ms") or {}).get(q) or 0 for f in fs_names]
+        ax.bar([i + (j - 2.5) * width for i in range(len(fs_names))], vals, width,
+               label=f"{q} {'inside' if inside else 'outside'}",
+               color=("#f0ad4e" if inside else "#5cb85c"), alpha=0.45 + 0.18 * (j // 2))
+    ax.set_xticks(range(len(fs_names)), fs_names)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms")
+    ax.set_title(PLOTS["latency"])
+    ax.legend(fontsize=7, ncol=3)
+    save(fig, "latency")
+
+
+def _regressions(plt: Any, save: Callable[[Any, str], None], rows: list[dict[str, Any]]) -> None:
+    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.45 * len(rows) + 1)))
+    ax.barh([i - 0.2 for i in range(len(rows))], [r["baseline_anomaly_rate"] for r in rows], 0.4,
+            color="#999999", label="baseline")
+    ax.barh([i + 0.2 for i in range(len(rows))], [r["anomaly_rate"] for r in rows], 0.4,
+            color="#d9534f", label="now")
+    ax.set_yticks(range(len(rows)), [_short(r["config"]) for r in rows], fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_title("Anomaly rate up against the baseline")
+    ax.legend(fontsize=8)
+    save(fig, "regressions")
 
 
 # ------------------------------------------------------------------ HTML

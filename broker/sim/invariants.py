@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from broker.core.broker import Broker
 from broker.core.controller import Controller
@@ -129,7 +129,7 @@ class Oracle:
         fast paths skip what `verified` already covers)."""
         ctl = cluster.controller
         image = ctl.image if ctl is not None else None
-        verified, committed = self.verified, self.committed
+        verified = self.verified
         live = []
         for node in cluster.brokers.values():
             for tp, log in node.disk.logs.items():
@@ -139,7 +139,14 @@ class Oracle:
                         verified[(node.id, tp)] = m  # type: ignore[assignment]
             if node.broker is not None:
                 live.append((node.id, node.broker))
-        # 1. True HWM, leaders per epoch, HWM monotonicity
+        self._check_leaders(live, now)
+        if image is not None:
+            self._check_candidates(cluster, ctl, image, now)
+        self._check_log_matching(live, now)
+
+    def _check_leaders(self, live: list[tuple[int, Any]], now: int) -> None:
+        """1. True HWM, leaders per epoch, HWM monotonicity."""
+        committed = self.committed
         seen = self._leader_seen
         for nid, broker in live:
             for tp, r in broker.partitions.items():
@@ -167,9 +174,10 @@ class Oracle:
                         b = log.batch_at(o)
                         assert b is not None
                         cl.append((b.epoch, b.crc, o - b.base))
-        if image is None:
-            return
-        # 2. controller state; completeness of the leader and of the leader candidates
+
+    def _check_candidates(self, cluster: ObservedCluster, ctl: Controller, image: Any, now: int) -> None:
+        """2. The controller's state; completeness of the leader and of the leader candidates."""
+        verified, committed = self.verified, self.committed
         stamp = (id(ctl), image.next_offset)
         fresh = stamp != self._checked_image
         self._checked_image = stamp
@@ -199,6 +207,10 @@ class Oracle:
                 if bad is not None:
                     self._violate(now, "leader-candidate-completeness", (tp, b, reg.partition_epoch),
                                   f"{tp} candidate {b} (ISR {list(reg.isr)}, ELR {list(reg.elr)}) lacks committed offset {bad} (True HWM {cl_len})")
+
+    def _check_log_matching(self, live: list[tuple[int, Any]], now: int) -> None:
+        """3. Every live replica's log up to its HWM is the committed log."""
+        verified = self.verified
         for nid, broker in live:
             for tp, r in broker.partitions.items():
                 upto = min(r.high_watermark, r.log.log_end_offset)
