@@ -17,9 +17,12 @@ test: setup
 	$(VENV)/bin/mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# The lint rules (pyproject.toml [tool.ruff.lint]) and the type check. The code is formatted by
+# hand to the house style (docs/ARCHITECTURE.md "Code style to learn from"), not by `ruff format`: tried on
+# the whole tree it rewrote 389 of 501 files and added 16 % lines, 13 product files past 600.
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check . || true
+	$(VENV)/bin/mypy
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
