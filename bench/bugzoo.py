@@ -15,6 +15,13 @@ prints one row per cell:
 
     flock /tmp/wrack-e2e.lock .venv/bin/python bench/bugzoo.py [--runs 3] [--cells elr,acks=1]
         [--time-limit S] [--file campaigns/bugzoo.yaml] [--out DIR] [--json]
+        [--workers N [--worker-cores C] | --master URL]
+
+`--workers N` runs the campaign as Spark tasks (harness/spark_campaign.py) on a standalone
+cluster of N workers of C cores (default 1) it starts on this host (harness/spark_standalone.py)
+and stops at the end; `--master URL` on a running one; `--tests-per-host N` caps the tests
+at once on a host. The last line gives the campaign's
+wall time (start to results) with the load average, to compare with the sequential run.
 
 `--cells`: comma list; a number picks the cell with that 1-based number, any other item the
 cells whose label (as `wrack campaign --list` prints it) contains it. `--out DIR` keeps the
@@ -30,6 +37,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +103,32 @@ def print_table(rows: list[dict[str, Any]]) -> None:
           f"{sum(r['detected'] for r in rows)}/{sum(r['runs'] for r in rows)} runs", flush=True)
 
 
+def on_spark(a: argparse.Namespace, spec: C.CampaignSpec, out_root: str, overrides: Any,
+             loads: dict[str, str]) -> tuple[Path, dict[str, Any]]:
+    """The campaign as Spark tasks, on `--master` or on a standalone cluster of `--workers`."""
+    from contextlib import nullcontext
+
+    from harness.progress import Progress
+    from harness.spark_campaign import run_spark_campaign
+    from harness.spark_standalone import standalone
+
+    def on_run(cell: C.Cell, rep: int, rec: dict[str, Any]) -> None:
+        loads[cell.key] = loadavg()
+        t = rec.get("first_anomaly_time")
+        print(f"  {cell.label()} #{rep + 1}: {rec['verdict']} {','.join(rec['anomaly_types']) or '-'}"
+              f"{f' first anomaly {t / 1e9:.1f} s' if t is not None else ''}{' (retried)' if rec['retried'] else ''}"
+              f"{'; error ' + rec['error'] if rec.get('error') else ''}  {rec.get('host')}, {rec['wall_s']:.0f} s, "
+              f"load {loadavg()}", file=sys.stderr, flush=True)
+
+    cluster = standalone(workers=a.workers, cores=a.worker_cores) if a.workers else nullcontext(None)
+    with cluster as sc:
+        master = sc.url if sc is not None else a.master
+        print(f"on Spark {master}" + (f" ({a.workers} workers of {a.worker_cores} core(s) on this host)"
+                                      if sc is not None else ""), file=sys.stderr, flush=True)
+        return run_spark_campaign(spec, master=master, root=out_root, overrides=overrides, on_run=on_run,
+                                  progress=Progress(enabled=True, live=False), per_host=a.tests_per_host)
+
+
 def run(a: argparse.Namespace, out_root: str) -> list[dict[str, Any]]:
     from harness.progress import Progress
     from harness.runner import run_test
@@ -105,6 +139,10 @@ def run(a: argparse.Namespace, out_root: str) -> list[dict[str, Any]]:
     overrides = SPEC.from_mapping({"time_limit": a.time_limit} if a.time_limit else {}, "--time-limit")
     quiet = Progress(enabled=False)
     loads: dict[str, str] = {}
+    t0 = time.monotonic()
+    if a.workers or a.master:
+        cdir, results = on_spark(a, spec, out_root, overrides, loads)
+        return finish(a, cdir, results, loads, t0)
 
     def runner(o: Any, campaign: dict[str, Any] | None = None) -> Any:
         return run_test(o, quiet, campaign=campaign)
@@ -119,8 +157,18 @@ def run(a: argparse.Namespace, out_root: str) -> list[dict[str, Any]]:
               f"{'; error ' + out.error if out.error else ''}  load {loadavg()}", file=sys.stderr, flush=True)
 
     cdir, results = C.run_campaign(spec, root=out_root, overrides=overrides, runner=runner, on_run=on_run)
+    return finish(a, cdir, results, loads, t0)
+
+
+def finish(a: argparse.Namespace, cdir: Path, results: dict[str, Any], loads: dict[str, str],
+           t0: float) -> list[dict[str, Any]]:
+    wall = time.monotonic() - t0
     if a.out:
         print(f"campaign folder: {cdir}", file=sys.stderr)
+    runs = [r for c in results["cells"] for r in c["runs"]]
+    print(f"campaign wall time: {wall:.0f} s for {len(runs)} runs ({sum(r['wall_s'] for r in runs):.0f} s of runs; "
+          f"{sum(bool(r.get('retried')) for r in runs)} retried); load average {loadavg()} at the end",
+          file=sys.stderr, flush=True)
     return [cell_row(c, loads.get(c["key"], "?")) for c in results["cells"]]
 
 
@@ -133,6 +181,12 @@ def main() -> int:
     ap.add_argument("--file", default=str(ROOT / "campaigns" / "bugzoo.yaml"))
     ap.add_argument("--out", default=None, metavar="DIR", help="keep the campaign folder under DIR")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
+    ap.add_argument("--workers", type=int, default=0, metavar="N",
+                    help="run as Spark tasks on N workers started on this host (harness/spark_standalone.py)")
+    ap.add_argument("--worker-cores", type=int, default=1, metavar="C", help="cores per worker (default 1)")
+    ap.add_argument("--master", default=None, metavar="URL", help="run as Spark tasks on this master")
+    ap.add_argument("--tests-per-host", type=int, default=None, metavar="N",
+                    help="with Spark: at most N tests at once on a host (harness/campaign_task.py host_slot)")
     a = ap.parse_args()
     try:
         if a.runs < 1:
