@@ -413,8 +413,6 @@ def whole_process(files: list[Path]) -> float:
     return best
 
 
-
-
 def conformance(args: argparse.Namespace) -> int:
     """`--suite porcupine-data`: Porcupine's conformance files and long single-object histories."""
     data = Path(args.data)

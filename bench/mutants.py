@@ -11,7 +11,8 @@ and measured two ways:
   transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`), each a real
   `wrack test` on a local cluster whose brokers run the copy (`--broker-command`), under
   `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine), taken per run so
-  other work interleaves, or per mutant (`--lock-scope mutant`: its rounds back to back). A round is *caught* at its first invalid twin (the others are
+  other work interleaves, or per mutant (`--lock-scope mutant`: its rounds back to back).
+A round is *caught* at its first invalid twin (the others are
   skipped, `--all-twins` runs them anyway); its time to the first anomaly is that run's
   `first_anomaly_time` (seconds from the start of the workload).
 

@@ -163,7 +163,8 @@ def reads(logs: Logs, batch: bytes, n_batches: int, mb: float, msgs: int) -> Non
 
     fetches = len(small_starts)
     t = best(small_batch_reads)
-    print(f"consumer read    {small_leo * len(SMALL) / (1 << 20) / t:8.0f} MB/s  {fetches / t:8.0f} fetches/s  {small_leo / t:12,.0f} msgs/s"
+    print(f"consumer read    {small_leo * len(SMALL) / (1 << 20) / t:8.0f} MB/s  {fetches / t:8.0f} fetches/s  "
+          f"{small_leo / t:12,.0f} msgs/s"
           f"  (1 MiB fetches of 1-record batches of {len(SMALL)} bytes)")
     lm.close()
 

@@ -117,6 +117,7 @@ class BrokerSettings:
     def listener(self, name: str) -> Listener | None:
         return next((li for li in self.listeners if li.name == name), None)
 
+
 # ---------------------------------------------------------------- properties files
 def parse_properties(text: str, source: str) -> list[tuple[str, str, str]]:
     """Java properties syntax (comments with # or !, `key=value`, `key: value` or

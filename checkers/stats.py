@@ -108,4 +108,3 @@ def summarize(table: OpTable, windows: list[FaultWindow], *, last_time: int = 0)
         "outside_faults": {"ops": n_out, "ok": ok_out,
                            "availability": round(ok_out / n_out, 6) if n_out else None},
     }
-

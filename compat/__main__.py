@@ -89,8 +89,9 @@ def run_suite(suite: str, nodes: int, tool: Path, args: argparse.Namespace, logs
         if not waiting:
             continue
         print(f"compat: {suite} against {nodes} node(s), scenario {scenario}", flush=True)
-        more = on_cluster(nodes, {**librdkafka.SUITE_SETTINGS, **settings}, logs / scenario, lambda bs, sc=scenario, w=waiting: librdkafka.run(
-            tool, bs, nodes, logs / sc, jobs=args.jobs, numbers=sorted({t[:4] for t in w}), scenario=sc))
+        more = on_cluster(nodes, {**librdkafka.SUITE_SETTINGS, **settings}, logs / scenario,
+                          lambda bs, sc=scenario, w=waiting: librdkafka.run(
+                              tool, bs, nodes, logs / sc, jobs=args.jobs, numbers=sorted({t[:4] for t in w}), scenario=sc))
         ran = {c.test: c for c in more.cases if c.test in waiting}
         run.cases = [ran.get(c.test, c) for c in run.cases]
         run.seconds += more.seconds

@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     folder = stored.run_dir / "shrink"
     trials = _Trials(stored, folder)
     tty = sys.stderr.isatty()
+
     def say(message: str) -> None:
         sys.stderr.write(f"shrink: {message}\n")
         sys.stderr.flush()

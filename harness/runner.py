@@ -500,4 +500,3 @@ def run_tests(o: TestOptions, progress: Progress | None = None,
         if out.exit_code != 0:
             break
     return outs
-

@@ -37,7 +37,8 @@ Each action calls `journal({"api", "direction", "action", "node", "correlation_i
 arms a one-shot trap: the next request of that type is held before it is forwarded and
 `Held` tells which node it was going to and what it said (an EndTxn's transactional id and
 whether it commits); the caller releases it (`Held.release`), e.g. to kill that broker
-while it acts on it. `txn_ids` are the transactional ids the clients' requests named. `clear()` ends the rules and releases what is held; `close()` stops
+while it acts on it. `txn_ids` are the transactional ids the clients' requests named. `clear()` ends the rules
+and releases what is held; `close()` stops
 the loop and every connection.
 """
 

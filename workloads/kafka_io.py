@@ -48,7 +48,8 @@ indeterminate), and what is still queued at the end is purged. They keep one req
 flight per connection, unless `in_flight` says more (`--idempotence`: up to
 `MAX_IN_FLIGHT`, as applications run them; the broker must then order and deduplicate
 up to five outstanding batches per partition, KIP-98). Other acks (librdkafka
-allows idempotence only with acks=all) make one counted attempt (`retries=0`), and their uncounted resends remain. Either way an error in a delivery
+allows idempotence only with acks=all) make one counted attempt (`retries=0`), and their uncounted resends
+remain. Either way an error in a delivery
 report is the last attempt's, so the send is indeterminate whatever the code
 (`ClientError(retried=True)`, see workloads.errors). Only errors raised by `produce()` itself
 (never queued) keep their code's classification. kafka-python makes one attempt per record
@@ -532,4 +533,3 @@ def create_topics(bootstrap: str, topics: Mapping[str, int], *, replication_fact
         if time.monotonic() > deadline:
             raise RuntimeError(f"no leader for {missing} after {timeout:g} s")
         time.sleep(0.2)
-

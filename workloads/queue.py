@@ -34,7 +34,8 @@ Ops (docs/ARCHITECTURE.md's history vocabulary):
   the abort), the client gives its producer up as applications do with a stuck one: it
   fences it (`KafkaIO.fence`: a new producer of the same transactional id, whose
   InitProducerId aborts the transaction; the old one is abandoned, not closed, and keeps
-  retrying its send: a zombie) and the op is `fail`, as the commit was never asked for. Transactional clients' producers take the transactional id of their thread
+  retrying its send: a zombie) and the op is `fail`, as the commit was never asked for. Transactional clients'
+  producers take the transactional id of their thread
   (`wrack-txn-t<thread>`), so a process that replaces one fences the one before (KIP-98),
   and their consumers read committed records only (every poll, txn or not).
 
@@ -511,6 +512,7 @@ class QueueWorkload(BaseWorkload):
 
         per_thread = gen.concat({"f": "assign", "value": list(self.keys), "seek_to_beginning": True},
                                 gen.Fn(poll_until_read))
+
         def consuming(g: Any) -> Generator:
             return gen.on_threads(lambda t: not is_send_lane(t, self.opts), g)
 

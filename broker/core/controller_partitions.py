@@ -82,7 +82,8 @@ class PartitionChanges(ControllerState):
         if new.leader != req.broker_id:  # the change completed a reassignment that moved the leadership
             return AlterPartitionResponse(req.correlation_id, req.tp, ErrorCode.new_leader_elected)
         return AlterPartitionResponse(
-            req.correlation_id, req.tp, ErrorCode.none, new.leader, new.leader_epoch, new.isr, new.leader_recovery_state, new.partition_epoch
+            req.correlation_id, req.tp, ErrorCode.none, new.leader, new.leader_epoch, new.isr, new.leader_recovery_state,
+            new.partition_epoch
         )
 
     def validate_alter_partition(self, req: AlterPartitionRequest) -> ErrorCode:

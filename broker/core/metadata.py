@@ -376,4 +376,3 @@ def metadata_log_from_lines(lines: list[bytes] | list[str], where: str = "metada
             raise ValueError(f"{where}:{i}: record offset {off}, expected {log.end_offset}")
         log.append(rec)
     return log
-

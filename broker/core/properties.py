@@ -246,6 +246,8 @@ PROTOCOL_MAP = ValueType("list of NAME:PLAINTEXT", ConfigType.LIST, _protocol_ma
 SAFEGUARDS = ValueType("list of safeguard names", ConfigType.LIST, _safeguards, lambda s: _join(sorted(s)))
 RECOVERY_STRATEGY = _choice(*RECOVERY_STRATEGIES)
 LOG_LEVEL = _choice("DEBUG", "INFO", "WARNING", "ERROR", upper=True)
+
+
 def _cleanup_policy(v: str) -> str:
     parts = sorted({x.strip().lower() for x in v.split(",") if x.strip()})
     if not parts or set(parts) - {"delete", "compact"}:
@@ -327,7 +329,8 @@ PROPERTIES: tuple[Property, ...] = (
        field="controller_quorum_voters", default_doc="this node, when it is a controller"),
     Property("controller.quorum.election.timeout.ms", POSITIVE, "1000", B, "Raft election timeout.",
        field="controller_quorum_election_timeout_ms"),
-    Property("controller.quorum.fetch.timeout.ms", POSITIVE, "2000", B, "A follower voter that hears no leader this long starts an election.",
+    Property("controller.quorum.fetch.timeout.ms", POSITIVE, "2000", B,
+             "A follower voter that hears no leader this long starts an election.",
        field="controller_quorum_fetch_timeout_ms"),
     Property("controller.quorum.request.timeout.ms", POSITIVE, "2000", B, "A quorum request unanswered this long is retried.",
        field="controller_quorum_request_timeout_ms"),
@@ -368,9 +371,11 @@ PROPERTIES: tuple[Property, ...] = (
        field="replica_fetch_wait_max_ms"),
     Property("replica.fetch.backoff.ms", NON_NEGATIVE, "1000", B, "Wait after a failed follower fetch.",
        field="replica_fetch_backoff_ms"),
-    Property("replica.fetch.max.bytes", POSITIVE, "1048576", B, "Accepted; a follower fetches up to 1 MiB per partition (the default) whatever it says.",
+    Property("replica.fetch.max.bytes", POSITIVE, "1048576", B,
+             "Accepted; a follower fetches up to 1 MiB per partition (the default) whatever it says.",
        field="replica_fetch_max_bytes"),
-    Property("replica.socket.timeout.ms", POSITIVE, "30000", B, "A fetch, metadata fetch or AlterPartition unanswered this long is given up and sent again.",
+    Property("replica.socket.timeout.ms", POSITIVE, "30000", B,
+             "A fetch, metadata fetch or AlterPartition unanswered this long is given up and sent again.",
        field="replica_socket_timeout_ms"),
     Property("replica.high.watermark.checkpoint.interval.ms", POSITIVE, "5000", B, "How often high watermarks are checkpointed.",
        field="replica_high_watermark_checkpoint_interval_ms"),
@@ -390,7 +395,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("unclean.recovery.strategy", RECOVERY_STRATEGY, "balanced", T,
        "How a partition without an eligible leader recovers (KIP-966).",
        field="unclean_recovery_strategy", topic_name="unclean.recovery.strategy"),
-    Property("wrack.safeguards.off", SAFEGUARDS, "", T, "Safeguards switched off (docs/broker-replication.md); a topic's add to the node's.",
+    Property("wrack.safeguards.off", SAFEGUARDS, "", T,
+             "Safeguards switched off (docs/broker-replication.md); a topic's add to the node's.",
        field="safeguards_off", topic_name="wrack.safeguards.off"),
     # ---- shutdown
     Property("controlled.shutdown.enable", BOOLEAN, "true", B, "Accepted; SIGTERM always shuts down in a controlled way."),

@@ -134,7 +134,8 @@ class LeaderRules(RaftState):
     def _update_hwm(self) -> None:
         ls = self._leader
         assert ls is not None
-        ends = sorted([self._flushed_end, *(ls.replicas.get(v, ReplicaProgress()).end_offset for v in self.voters if v != self.node_id)], reverse=True)
+        ends = sorted([self._flushed_end, *(ls.replicas.get(v, ReplicaProgress()).end_offset
+                                            for v in self.voters if v != self.node_id)], reverse=True)
         m = ends[len(self.voters) // 2]
         if m <= self.high_watermark or m > self.log.end_offset:
             return

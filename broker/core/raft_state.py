@@ -72,6 +72,7 @@ class NotLeaderError(Exception):
         self.leader_id = leader_id
         self.epoch = epoch
 
+
 class IllegalTransition(Exception):
     pass
 

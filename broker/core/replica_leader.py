@@ -169,7 +169,8 @@ class LeaderRules(IsrRules):
         keep = []
         for p in self.pending_produce:
             if now >= p.deadline:
-                ev.produce_responses.append((p.client, ProduceResponse(p.correlation_id, self.tp, ErrorCode.request_timed_out, p.base_offset)))
+                ev.produce_responses.append((p.client, ProduceResponse(p.correlation_id, self.tp, ErrorCode.request_timed_out,
+                                                                       p.base_offset)))
             else:
                 keep.append(p)
         self.pending_produce = keep

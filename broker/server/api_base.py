@@ -188,8 +188,10 @@ def error_response(api_key: int, body: Any, code: ErrorCode) -> dict[str, Any]:
         return {"responses": [{"name": td.name, "partition_responses": [
             {"index": p.index, "error_code": code, "base_offset": -1} for p in td.partition_data]} for td in body.topic_data]}
     if api_key == k.FETCH:
-        return {"error_code": code, "responses": [{"topic": getattr(t, "topic", ""), "topic_id": getattr(t, "topic_id", None), "partitions": [
-            {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "records": b""} for p in t.partitions]}
+        return {"error_code": code, "responses": [
+            {"topic": getattr(t, "topic", ""), "topic_id": getattr(t, "topic_id", None), "partitions": [
+                {"partition_index": p.partition, "error_code": code, "high_watermark": -1, "records": b""}
+                for p in t.partitions]}
             for t in body.topics]}
     if api_key == k.LIST_OFFSETS:
         return {"topics": [{"name": t.name, "partitions": [

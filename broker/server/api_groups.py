@@ -23,6 +23,7 @@ from broker.wire import kafka as k
 
 E = ErrorCode
 
+
 class GroupApis(ApiFamily):
     def __init__(self, node: HandlerHost, pending_txn_offsets: PendingTxnOffsets | None = None) -> None:
         super().__init__(node)

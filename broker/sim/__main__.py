@@ -36,7 +36,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="python -m broker.sim", description="Random seeds of the deterministic replication simulation (on a controller quorum).")
+    p = _Parser(prog="python -m broker.sim",
+                description="Random seeds of the deterministic replication simulation (on a controller quorum).")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--seeds", type=int, default=200, help="run seeds START..START+N-1 (default 200)")
     g.add_argument("--seed", type=int, help="run (replay) this one seed")

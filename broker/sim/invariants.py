@@ -193,7 +193,8 @@ class Oracle:
                     bad = self._verify(n.id, tp, r.log, cl_len)  # type: ignore[union-attr, arg-type]
                     if bad is not None:
                         self._violate(now, "leader-completeness", (tp, reg.leader, reg.leader_epoch),
-                                      f"{tp} leader {reg.leader} (epoch {reg.leader_epoch}) lacks committed offset {bad} (True HWM {cl_len})")
+                                      f"{tp} leader {reg.leader} (epoch {reg.leader_epoch}) lacks committed offset {bad} "
+                                      f"(True HWM {cl_len})")
             for b in reg.isr + reg.elr:
                 if verified.get((b, tp), 0) >= cl_len:
                     continue
@@ -206,7 +207,8 @@ class Oracle:
                 bad = self._verify(b, tp, log, cl_len)
                 if bad is not None:
                     self._violate(now, "leader-candidate-completeness", (tp, b, reg.partition_epoch),
-                                  f"{tp} candidate {b} (ISR {list(reg.isr)}, ELR {list(reg.elr)}) lacks committed offset {bad} (True HWM {cl_len})")
+                                  f"{tp} candidate {b} (ISR {list(reg.isr)}, ELR {list(reg.elr)}) lacks committed offset "
+                                  f"{bad} (True HWM {cl_len})")
 
     def _check_log_matching(self, live: list[tuple[int, Any]], now: int) -> None:
         """3. Every live replica's log up to its HWM is the committed log."""

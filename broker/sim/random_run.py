@@ -71,7 +71,8 @@ class RunResult:
         return "\n".join(lines)
 
 
-def random_settings(rng: random.Random, recovery: str = "manual", controllers: int | None = None) -> tuple[ClusterSettings, dict[str, object]]:
+def random_settings(rng: random.Random, recovery: str = "manual", controllers: int | None = None
+                    ) -> tuple[ClusterSettings, dict[str, object]]:
     brokers = rng.choice([3, 3, 3, 4, 5])
     voters = controllers if controllers is not None else rng.choice([3] * 9 + [5])
     combined = voters <= brokers and rng.random() < 0.2
@@ -372,7 +373,8 @@ def check_liveness(c: SimCluster, tps: list[TopicPartition], timeout_ms: int = 2
         if c.leader(tp) == NO_LEADER:
             continue
         if c.produce_and_wait(tp, f"liveness {tp}".encode(), timeout_ms=timeout_ms) is None:
-            out.append(Violation(c.now, "no-liveness", f"{tp}: no acks=all write acknowledged within {timeout_ms} ms (leader {c.leader(tp)})"))
+            out.append(Violation(c.now, "no-liveness",
+                                 f"{tp}: no acks=all write acknowledged within {timeout_ms} ms (leader {c.leader(tp)})"))
     return out
 
 
@@ -391,4 +393,3 @@ def run_seeds(seeds: Iterable[int], jobs: int | None = None, **kw: Any) -> Itera
 
 def _run_one(kw: dict[str, Any], seed: int) -> RunResult:
     return random_run(seed, **kw)
-

@@ -56,7 +56,8 @@ class LogCleanup(LocalLog):
         if deleted:
             self._move_start(self._segments[0].base)
             self._dir_dirty = True
-            self.logger.info(f"{partition_dir_name(self.tp)}: retention deleted {len(deleted)} segment(s); log start offset now {self._start}")
+            self.logger.info(f"{partition_dir_name(self.tp)}: retention deleted {len(deleted)} segment(s); "
+                             f"log start offset now {self._start}")
         return deleted
 
     def _move_start(self, offset: int) -> None:

@@ -47,7 +47,8 @@ class Truncation:
     deleted_segments: list[str] = field(default_factory=list)
 
     def describe(self, tp: TopicPartition) -> str:
-        claim = f"; the bad batch's header claims offsets {self.claimed_offsets[0]}..{self.claimed_offsets[1]}" if self.claimed_offsets else ""
+        claimed = self.claimed_offsets
+        claim = f"; the bad batch's header claims offsets {claimed[0]}..{claimed[1]}" if claimed else ""
         later = f"; deleted later segments {', '.join(os.path.basename(s) for s in self.deleted_segments)}" if self.deleted_segments else ""
         return (
             f"{tp.topic}-{tp.partition}: truncated {os.path.basename(self.segment)} at byte {self.position} "

@@ -290,7 +290,8 @@ class LogManager:
         self._write_log_starts(force=True)
         for d in self.dirs:
             write_clean_shutdown(os.path.join(d, CLEAN_SHUTDOWN_FILE), broker_epoch)
-        self.logger.info(f"log manager shut down cleanly: {len(self._logs)} partition(s) flushed, marker written with broker epoch {broker_epoch}")
+        self.logger.info(f"log manager shut down cleanly: {len(self._logs)} partition(s) flushed, "
+                         f"marker written with broker epoch {broker_epoch}")
         self._logs.clear()
         self._release()
 

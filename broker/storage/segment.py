@@ -335,7 +335,8 @@ class Segment:
         i, pos = self.index.start_position(offset)
         for p, h in self._headers_from(pos):
             if p == pos and i >= 0 and h.last_offset != self.base + self.index.rel[i]:
-                raise StaleIndex(f"{self.index.path}: entry {i} says offset {self.base + self.index.rel[i]} at byte {pos}, the batch there ends at {h.last_offset}")
+                raise StaleIndex(f"{self.index.path}: entry {i} says offset {self.base + self.index.rel[i]} at byte {pos}, "
+                                 f"the batch there ends at {h.last_offset}")
             if h.last_offset >= offset:
                 return p, h
         return None

@@ -6,7 +6,8 @@ dashed), the linearization drawn as numbered points joined by a line, and the op
 cannot follow it in red; then a table of the linearization with the model state after
 each op. A valid partition shows its linearization; an invalid one only its counterexample
 window (`window.py`): the ops of the window, its first states, a summary of the ops carried
-into it from before, and the longest partial linearization of the window found. Times are compressed to their rank, as Porcupine does, so bursts stay readable.
+into it from before, and the longest partial linearization of the window found. Times are compressed to
+their rank, as Porcupine does, so bursts stay readable.
 Every value is HTML-escaped; hovering a bar shows the op's details.
 """
 

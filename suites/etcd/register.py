@@ -134,4 +134,3 @@ class RegisterWorkload(BaseWorkload):
     def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
         """Linearizability with the `cas-register` model, per key."""
         return WorkloadAnalysis(dict(check_events(read_events(history_path), "cas-register", time_limit=time_limit)))
-

@@ -169,4 +169,3 @@ def packages() -> dict[str, Callable[[], FaultPackage]]:
         "clock": lambda: FaultPackage("clock", lambda rng: FaultOp("skew-brokers", None), FaultOp("stop-clock"),
                                       [FaultOp("stop-clock")], FAULT_COLORS["clock"], _clock_prepare),
     }
-

@@ -103,5 +103,3 @@ def summary_text(x: dict[str, Any]) -> str:
     matched = [r["name"] for r in x["rules"] if r["matched"]]
     s += f" Matches: {', '.join(matched)}." if matched else " No rule's sign found in the story."
     return s
-
-

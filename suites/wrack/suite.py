@@ -85,7 +85,6 @@ class WrackSuite(Suite):
         return [env.get_template("explanations.html.j2").render(explanations=explanations),
                 env.get_template("lossy.html.j2").render(policy=policy)]
 
-
     def cause(self, results: Mapping[str, Any], test: Mapping[str, Any]) -> str | None:
         return triage.cause(results)
 

@@ -105,7 +105,6 @@ def test_create_partitions_and_topic_configs(cluster):
     assert c["min.insync.replicas"].value == "1" and c["unclean.leader.election.enable"].value == "false"
 
 
-
 def _alter_broker(b, name: str, **changes: str | None) -> E:
     """IncrementalAlterConfigs sent to broker `b` for broker `name` ("": the cluster-wide
     default; clients refuse an empty name, hence the wire): SET, or DELETE for None."""

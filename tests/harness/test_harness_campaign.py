@@ -122,6 +122,7 @@ def test_bugzoo_uses_default_options():
     lossy_cells = [options(spec, c) for c in cells if c.expect == "found"]
     assert any(o.acks == "1" for o in lossy_cells) and any(o.min_isr == 1 for o in lossy_cells)
     assert any(o.unclean_election for o in lossy_cells)
+
     def pins(c: C.Cell) -> tuple:
         return tuple(sorted((k, str(v)) for k, v in c.options.items() if k != "safeguards_off"))
 

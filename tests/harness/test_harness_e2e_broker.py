@@ -155,7 +155,6 @@ def test_clock_skew_is_recorded_plotted_and_valid(tmp_path):
     assert logs.strip(), "the broker under the preload wrote no log"
 
 
-
 def test_a_cluster_that_cannot_recover_is_invalid_with_no_recovery(tmp_path):
     # one node whose broker, once restarted, never serves again (a test-only switch): after
     # the final heal no key takes a write, so the run is invalid whatever the policy allows

@@ -73,7 +73,5 @@ def edge_history() -> list[dict[str, Any]]:
     return ev
 
 
-
-
 def canon(examples: list[dict[str, Any]]) -> list[str]:
     return sorted(json.dumps({k: v for k, v in e.items() if k != "explanation"}, sort_keys=True) for e in examples)

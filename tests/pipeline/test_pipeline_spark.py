@@ -27,6 +27,8 @@ from pipeline.ingest import ingest
 from pipeline.schemas import ARROW, TABLES
 
 pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+
 @pytest.fixture(scope="module")
 def campaign(spark, tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("pipeline")

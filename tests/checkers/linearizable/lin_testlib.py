@@ -47,4 +47,3 @@ def stale_read_history(crashed_value: int = 1) -> list[dict]:
     for i, e in enumerate(evs):
         e["index"] = i
     return evs
-

@@ -193,4 +193,3 @@ def test_a_stale_read_is_refuted_by_rule6_and_by_each_search():
     ((_, p),) = [(a, b) for a, b in plans("cas-register", stale_read_history(5)) if a.key == "a"]
     assert overwritten(p.calls, p.starts, p.ends, p.spec.init, m.needs, m.produces, m.leaves) is None
     assert run(search(p)) is True and run(search(p, relaxed=True)) is True
-

@@ -191,4 +191,3 @@ def test_a_rewind_inside_one_poll_is_int_nonmonotonic():
     assert "int-nonmonotonic-poll" in r["anomaly_types"]
     assert judged(m.h.events, policies=["power-loss-unflushed"])["valid"] is True
     assert judged(m.h.events, policies=["acks1"])["valid"] is False
-
