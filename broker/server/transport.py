@@ -18,6 +18,9 @@ partition's heal never delivers messages queued in TCP retransmission long ago (
 broker's old heartbeat used to renew its session seconds after it was killed), and a
 follower never waits on TCP's backed-off retransmission timer (up to tens of seconds
 after a long partition) before fetching again.
+
+The links are kept in a `LinkBook` (broker/io/links.py) by `LinkKey`, the book the node's
+router reads to pick a link for a message.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import socket
 import time
 from typing import Protocol
 
+from broker.io.links import LinkBook, LinkKey, role_name
 from broker.wire import internal
 from broker.wire.frames import FrameError, FrameReader
 
@@ -73,9 +77,11 @@ class Link:
         self.last_recv = 0.0
 
     def __repr__(self) -> str:
-        kind = {internal.ROLE_CONTROLLER: "controller", internal.ROLE_ALTER_PARTITION: "alter-partition",
-                internal.ROLE_RAFT: "raft"}.get(self.role, "broker")
-        return f"<link {'to' if self.outbound else 'from'} node {self.peer_id} ({kind})>"
+        return f"<link {'to' if self.outbound else 'from'} node {self.peer_id} ({role_name(self.role)})>"
+
+    @property
+    def key(self) -> LinkKey:
+        return LinkKey(self.peer_id, self.role, self.outbound)
 
     @property
     def is_open(self) -> bool:
@@ -182,23 +188,26 @@ class Links:
     """The links of one process, by peer and role."""
 
     def __init__(self, owner: LinkOwner, node_id: int, log: logging.Logger, max_frame: int,
-                 link_timeout: float = 3.0) -> None:
+                 link_timeout: float = 3.0, book: LinkBook[Link] | None = None) -> None:
         self.owner = owner
         self.link_timeout = link_timeout  # seconds without hearing from a peer before its link is closed
         self.node_id = node_id
         self.log = log
         self.max_frame = max_frame
-        self.outbound: dict[tuple[int, int], Link] = {}  # (peer, role) -> link we opened
-        self.inbound: dict[tuple[int, int], Link] = {}  # (peer, role we serve) -> latest link it opened
+        # the links we opened and the latest each peer opened, by (peer, role, outbound)
+        self.book: LinkBook[Link] = book if book is not None else LinkBook()
+
+    def __len__(self) -> int:
+        return len(self.book)
 
     def connect(self, peer_id: int, role: int, host: str, port: int) -> Link:
         """The open (or opening) outbound link to `peer_id`'s `role`, connecting if needed."""
-        key = (peer_id, role)
-        link = self.outbound.get(key)
+        key = LinkKey(peer_id, role, True)
+        link = self.book.get(key)
         if link is not None and not link.closed:
             return link
         link = Link(self, True, peer_id, role)
-        self.outbound[key] = link
+        self.book.put(key, link)
         loop = asyncio.get_running_loop()
         task = loop.create_task(self._open(link, host, port))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -212,13 +221,16 @@ class Links:
             self.log.debug("%r: cannot connect to %s:%d: %s", link, host, port, e)
             link.mark_lost()
 
-    def outbound_link(self, peer_id: int, role: int) -> Link | None:
-        link = self.outbound.get((peer_id, role))
+    def get(self, key: LinkKey) -> Link | None:
+        """The open link under `key`, if any."""
+        link = self.book.get(key)
         return link if link is not None and not link.closed else None
 
+    def outbound_link(self, peer_id: int, role: int) -> Link | None:
+        return self.get(LinkKey(peer_id, role, True))
+
     def inbound_link(self, peer_id: int, role: int) -> Link | None:
-        link = self.inbound.get((peer_id, role))
-        return link if link is not None and not link.closed else None
+        return self.get(LinkKey(peer_id, role, False))
 
     def accept(self, transport: asyncio.Transport) -> Link:
         """A connection on one of our listeners turned out to be a peer (first frame ours)."""
@@ -227,18 +239,14 @@ class Links:
         return link
 
     def register_inbound(self, link: Link) -> None:
-        old = self.inbound.get((link.peer_id, link.role))
-        self.inbound[(link.peer_id, link.role)] = link
-        if old is not None and old is not link and not old.closed:
+        """`link` (its hello just came) is the peer's current one: the one it replaces closes."""
+        old = self.book.put(link.key, link)
+        if old is not None and not old.closed:
             old.close()
 
     def forget(self, link: Link) -> bool:
-        """Drop `link` from the tables; False if a newer link to the peer replaced it."""
-        table = self.outbound if link.outbound else self.inbound
-        if table.get((link.peer_id, link.role)) is link:
-            del table[(link.peer_id, link.role)]
-            return True
-        return False
+        """Drop `link` from the book; False if a newer link to the peer replaced it."""
+        return self.book.forget(link.key, link)
 
     def check(self, connect_timeout: float) -> None:
         """Once a second: close links that did not connect within min(`connect_timeout`,
@@ -249,7 +257,7 @@ class Links:
         short)."""
         now = time.monotonic()
         dead_after = self.link_timeout
-        for link in [*self.outbound.values(), *self.inbound.values()]:
+        for link in self.book:
             if link.closed:
                 continue
             if link.transport is None:
@@ -265,9 +273,8 @@ class Links:
                 link.ping()
 
     def close_all(self) -> None:
-        for link in [*self.outbound.values(), *self.inbound.values()]:
+        for link in self.book:
             if link.transport is not None and not link.closed:
                 link.transport.close()
             link.closed = True
-        self.outbound.clear()
-        self.inbound.clear()
+        self.book.clear()

@@ -5,9 +5,12 @@ that lose data-plane messages only (brokers' replication, clients), for the faul
 stories aimed at replication: on a combined node its controller's traffic still flows.
 `controller_cut` holds brokers whose
 controller-plane traffic (to and from the controllers) is dropped while the rest flows,
-as a firewall rule on the controller listener's port would (`SimCluster` applies it). Links are FIFO by default (as a TCP connection is); with `reorder_probability` a message
-may overtake the ones sent before it on the same link. A dropped message models a broken
-connection: senders recover through their request timeouts.
+as a firewall rule on the controller listener's port would (`SimCluster` applies it).
+Delivery is decided per pair of nodes, FIFO by default (as a TCP connection is); with
+`reorder_probability` a message may overtake the ones sent before it to the same node.
+A dropped message models a broken connection: senders recover through their request
+timeouts. Which connection a message travels on is the routers' (broker/io/router.py)
+and the simulated links' (broker/sim/links.py) business.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 
 from broker.core.broker import BrokerConfig
 from broker.core.messages import NO_LEADER, FetchResponse, TopicPartition
+from broker.io.links import LinkKey
 from broker.server.node import Node
 from broker.sim.cluster import ClusterSettings, SimCluster
 from broker.wire import internal
@@ -55,14 +56,15 @@ def keep_producing(c: SimCluster, every_ms: int = 100) -> None:
 
 def shell_of(c: SimCluster, i: int) -> Node:
     """The process shell (`Node`) around broker i of the simulation, as far as its link-loss
-    handling goes: the actions go back into the simulation."""
+    handling goes: its routing layer is the simulated process's, the effects go back into
+    the simulation."""
     node = object.__new__(Node)
-    node.broker = c.brokers[i].broker
+    node.io = c.brokers[i].io
     node.links = SimpleNamespace(forget=lambda link: True)  # the link was the current one
-    node.shutting_down = False
+    node.life = SimpleNamespace(shutting_down=False)
     node.log = logging.getLogger("test.shell")
     node.now = lambda: c.now
-    node._apply = lambda role, acts: c._apply(i, acts)
+    node._perform = lambda effects: c._run(c.brokers[i], effects)
     node._drain = lambda: None
     return node
 
@@ -95,7 +97,7 @@ def test_a_lost_link_to_a_restarted_followers_old_incarnation_keeps_its_new_fetc
     stuck_cid = fb._fetchers[leader].correlation_id
     assert stuck_cid >= 0  # the parked fetch, in flight on the follower's side
 
-    shell_of(c, leader).on_link_lost(SimpleNamespace(peer_id=f, role=internal.ROLE_BROKER, outbound=True))
+    shell_of(c, leader).on_link_lost(SimpleNamespace(peer_id=f, key=LinkKey(f, internal.ROLE_BROKER, True)))
 
     # the parked fetch is answered (at the latest at its max_wait), the follower fetches on
     ok = c.run_until_true(lambda: fb._fetchers[leader].correlation_id != stuck_cid,
