@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from workloads.base import WorkloadOptions, split_key
 from workloads.kafka_clients import open_sender
 from workloads.kafka_io import create_topics
-from workloads.queue import QueueWorkload
+from workloads.queue import QueueClient, QueueWorkload
 
 PARTITIONS, PER_PARTITION, TRIALS = 8, 400, 4
 
@@ -47,11 +47,15 @@ def test_a_reassign_never_sends_the_consumer_back_to_the_beginning(fleet):
     warm, keys = wl.keys[-1], wl.keys[:-1]
     went_back: list[tuple[int, str, int, int]] = []
     for trial in range(TRIALS):
-        c = wl.client(0, trial, b.bootstrap)
+        # a consumer group of its own each trial: a client resumes from its group's committed
+        # offsets on its first assign, and this trap needs partitions it has never read
+        group = f"reassign-{trial}"
+        c = QueueClient(wl.io_factory(trial, b.bootstrap, None, group), wl.opts, group)
         try:
             assign(c, [warm])  # the consumer learns the partitions' leaders
+            deadline = time.monotonic() + 30
             while not poll(c):
-                pass
+                assert time.monotonic() < deadline, f"trial {trial}: nothing polled from {warm} in 30 s"
             # twice from the beginning (never read: no position yet), the second assign
             # before the first one's offset lookup is answered
             assign(c, keys)
