@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -63,7 +61,24 @@ def test_the_bugs_own_steps_and_the_closing_heal_are_not_misses():
 
 
 def test_stories_mark_the_steps_only_a_bug_makes():
-    src = (Path(__file__).resolve().parents[2] / "nemesis" / "stories.py").read_text()
-    for step in ("c-in-isr", "f-in-isr"):
-        line = next(x for x in src.splitlines() if f's.wait("{step}"' in x)
-        assert "bug_only=True" in line, line
+    # the triggers' waits for an event only a bug makes are marked, so coverage does not
+    # count their timeout as a story that missed its trigger
+    from broker.triggers import TRIGGERS
+    from broker.triggers.steps import If, OneOf, Repeat, Wait
+
+    def waits(steps):
+        for step in steps:
+            if isinstance(step, Wait):
+                yield step
+            elif isinstance(step, If):
+                yield step.wait
+                yield from waits(step.steps)
+            elif isinstance(step, Repeat):
+                yield from waits(step.steps)
+            elif isinstance(step, OneOf):
+                for alt in step.alternatives:
+                    yield from waits(alt)
+
+    found = {w.name: w.bug_only for t in TRIGGERS.values() for w in waits(t.steps)}
+    assert found["c-in-isr"] is True and found["f-in-isr"] is True
+    assert found["isr-is-leader"] is False
