@@ -63,7 +63,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
@@ -148,8 +148,12 @@ class ConfluentIO:
         self._producer: Any = None
         self._consumer: Any = None
         self._zombies: list[Any] = []  # abandoned transactional producers (`fence`)
-        self._commits: ThreadPoolExecutor | None = None  # runs the synchronous commits (`commit_offsets`)
+        # a synchronous commit runs on a daemon thread of its own (`commit_offsets`); the consumer
+        # is closed by whichever ends last, close() or that thread (`_commit_lock` decides)
         self._commit_waiting: Future[Any] | None = None
+        self._commit_lock = threading.Lock()
+        self._commit_running = False
+        self._consumer_closing = False
         # set by close(): an op still running (the interpreter closes clients whose op
         # outlived the run) opens nothing more, or its producer would outlive the test and
         # talk to the next test's cluster, at the same addresses, under the same ids
@@ -316,12 +320,11 @@ class ConfluentIO:
         ck = self._ck
         if self._commit_waiting is not None and not self._commit_waiting.done():
             raise ClientError(None, "TIMEOUT", "an earlier commit of this consumer is still unanswered")
-        if self._commits is None:
-            self._commits = ThreadPoolExecutor(1, thread_name_prefix="wrack-commit")
         offsets = [ck.TopicPartition(t, p, o) for (t, p), o in positions.items()]
         # librdkafka's synchronous commit has no timeout (it waits for a coordinator as long as
-        # none answers: a Tansu run hung 5 min in one), so it runs on a thread of its own
-        self._commit_waiting = self._commits.submit(self.consumer.commit, offsets=offsets, asynchronous=False)
+        # none answers: a Tansu run hung 5 min in one), so it runs on a daemon thread of its own:
+        # one that never returns must not keep the process from exiting either
+        self._commit_waiting = self._start_commit(self.consumer, offsets)
         try:
             done = self._commit_waiting.result(timeout=self.timeout)
         except FutureTimeout:
@@ -332,6 +335,28 @@ class ConfluentIO:
         for tp in done or ():
             if tp.error is not None:
                 raise ClientError(tp.error.code(), tp.error.name(), tp.error.str())
+
+    def _start_commit(self, consumer: Any, offsets: list[Any]) -> Future[Any]:
+        """`consumer.commit(offsets)` on a daemon thread; its outcome as a Future. If close()
+        came while it ran, the thread closes the consumer when the commit returns."""
+        fut: Future[Any] = Future()
+        with self._commit_lock:
+            self._commit_running = True
+
+        def run() -> None:
+            try:
+                fut.set_result(consumer.commit(offsets=offsets, asynchronous=False))
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting op
+                fut.set_exception(e)
+            finally:
+                with self._commit_lock:
+                    self._commit_running = False
+                    closing = self._consumer_closing
+                if closing:
+                    _close_consumer(consumer)
+
+        threading.Thread(target=run, name="wrack-commit", daemon=True).start()
+        return fut
 
     def committed_offsets(self, tps: list[TP]) -> dict[TP, int | None]:
         """The consumer group's committed offsets of `tps` (OffsetFetch; None: none);
@@ -363,14 +388,20 @@ class ConfluentIO:
         self._drop_producer()
         self._discard_zombies()
         if self._consumer is not None:
-            if self._commit_waiting is None or self._commit_waiting.done():  # else close would wait for it
-                try:
-                    self._consumer.close()
-                except RuntimeError:
-                    pass
+            with self._commit_lock:
+                self._consumer_closing = True
+                busy = self._commit_running
+            if not busy:  # else the commit's thread closes it when the commit returns
+                _close_consumer(self._consumer)
             self._consumer = None
-        if self._commits is not None:
-            self._commits.shutdown(wait=False)
+
+
+def _close_consumer(consumer: Any) -> None:
+    """Close a librdkafka consumer (one closed already raises RuntimeError: fine)."""
+    try:
+        consumer.close()
+    except RuntimeError:
+        pass
 
 
 def _discard(ck: Any, producer: Any) -> None:

@@ -35,3 +35,42 @@ def test_a_commit_to_a_paused_coordinator_times_out_and_the_client_closes(fleet)
         assert time.monotonic() - t1 < 5
     finally:
         b.signal(signal.SIGCONT)
+
+
+CHILD = """
+import sys
+from workloads.errors import ClientError
+from workloads.kafka_clients import open_io
+io = open_io("confluent", sys.argv[1], acks="all", timeout=1.0, client_id="commit-exit", group="g2")
+io.commit_offsets({("t", 0): 1})
+print("paused?", flush=True)
+sys.stdin.readline()  # the test pauses the broker, then says go
+try:
+    io.commit_offsets({("t", 0): 2})
+except ClientError:
+    pass
+io.close()
+print("closed", flush=True)
+"""
+
+
+def test_a_process_with_a_commit_still_waiting_exits(fleet):
+    # a commit that never returns must not keep the interpreter from exiting (a pytest
+    # session once hung at exit joining the commit's thread), nor crash it
+    import subprocess
+    import sys
+
+    b = fleet.single().start()
+    create_topics(b.bootstrap, {"t": 1}, replication_factor=1, timeout=30)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, b.bootstrap], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "paused?"
+        b.signal(signal.SIGSTOP)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        out, err = child.communicate(timeout=20)
+        assert child.returncode == 0 and out.strip() == "closed", (child.returncode, out, err[-2000:])
+    finally:
+        child.kill()
+        b.signal(signal.SIGCONT)
