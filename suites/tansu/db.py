@@ -178,7 +178,10 @@ class TansuDB(ServiceDB):
             return super().kill(node)
         # gone means reaped, not a zombie: a new postmaster takes a zombie's pid in postmaster.pid
         # for a live server and refuses to start ("lock file postmaster.pid already exists")
-        node.sh(f"{self._server_pids(node)} && kill -9 $ps; for q in $ps; do i=0; "
+        # every process stopped before any is killed: a backend still running when the
+        # postmaster died noticed it and logged "terminating connection due to unexpected
+        # postmaster exit" before its own SIGKILL came (a kill that was not at once)
+        node.sh(f"{self._server_pids(node)} && kill -STOP $ps; kill -9 $ps; for q in $ps; do i=0; "
                 f"while [ -e /proc/$q ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 0.05; done; done; true",
                 check=False, timeout=30)
         self._hook("after_kill", node)

@@ -55,7 +55,10 @@ def test_a_short_run_under_database_faults_is_valid_and_tansu_used_our_schema(tm
     # at most 150 ops/s: partitions of several thousand records are not read back from offset 0
     # within the clients' 5-s timeout (docs/findings/tansu-0.6.0.md, finding 5), which an idle
     # machine reaches in 30 s
+    # kafka-python clients: librdkafka's main thread crashed (SIGSEGV in its metadata cache) in 3 of
+    # 4 such runs with its clients (docs/findings/tansu-0.6.0.md, finding 6), taking the run with it
     p, line = wrack_test(tmp_path, "--nodes", "4", "--time-limit", "30", "--nemesis-interval", "5", "--rate", "150",
+                         "--client", "kafka-python",
                          "--nemesis", "kill-db,power-loss-db,pause-db,kill-broker", "--seed", "5")
     assert p.returncode == 0 and line.get("verdict") == "valid", (line, p.stderr[-2000:])
     run = Path(line["run"])
