@@ -104,10 +104,16 @@ def test_a_txn_whose_send_times_out_is_fenced_and_nothing_outlives_the_client(fl
     wl = QueueWorkload(opts)
     create_topics(b.bootstrap, wl.topics(), replication_factor=1)
     k = wl.keys[0]
+    # the transaction coordinator made ready first (its state topic created and loaded), with
+    # time to spare: the client's InitProducerId has 1 s, which a fresh broker under load missed
+    warm = ck.Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "warm-up", "log_level": 0})
+    warm.init_transactions(30)
+    del warm
     c = wl.client(0, 0, b.bootstrap)
     try:
         assert c.invoke({"f": "assign", "value": [k]})["type"] == "ok"
-        assert c.invoke({"f": "txn", "value": [["send", k, 1]]})["type"] == "ok"
+        first = c.invoke({"f": "txn", "value": [["send", k, 1]]})
+        assert first["type"] == "ok", first
         b.signal(signal.SIGSTOP)
         threading.Timer(2.8, b.signal, (signal.SIGCONT,)).start()
         out = c.invoke({"f": "txn", "value": [["send", k, 2]]})
