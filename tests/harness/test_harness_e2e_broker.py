@@ -84,7 +84,7 @@ def test_acks1_with_leader_faults_is_valid_by_policy(tmp_path, record_property):
     html = (run / "report.html").read_text()
     assert "acks=1: the leader acknowledges a record before any follower has it" in html
     if lossy:
-        assert "allowed by policy" in html and "not allowed" not in html
+        assert "allowed by the loss rules" in html and "not allowed" not in html
 
 
 def test_sigkilled_harness_with_real_clients_is_checkable(tmp_path):
