@@ -64,21 +64,8 @@ def test_stories_mark_the_steps_only_a_bug_makes():
     # the triggers' waits for an event only a bug makes are marked, so coverage does not
     # count their timeout as a story that missed its trigger
     from broker.triggers import TRIGGERS
-    from broker.triggers.steps import If, OneOf, Repeat, Wait
+    from broker.triggers.steps import Wait, walk
 
-    def waits(steps):
-        for step in steps:
-            if isinstance(step, Wait):
-                yield step
-            elif isinstance(step, If):
-                yield step.wait
-                yield from waits(step.steps)
-            elif isinstance(step, Repeat):
-                yield from waits(step.steps)
-            elif isinstance(step, OneOf):
-                for alt in step.alternatives:
-                    yield from waits(alt)
-
-    found = {w.name: w.bug_only for t in TRIGGERS.values() for w in waits(t.steps)}
+    found = {w.name: w.bug_only for t in TRIGGERS.values() for w in walk(t.steps) if isinstance(w, Wait)}
     assert found["c-in-isr"] is True and found["f-in-isr"] is True
     assert found["isr-is-leader"] is False
