@@ -74,7 +74,8 @@ class GeneralOptions:
     nemesis_interval: float = opt(10.0, "mean seconds between one fault package's actions (each keeps its own "
                                                "clock; the mix: each fault's hold time)", metavar="S")
     time_limit: float = opt(60.0, "seconds of workload and faults (the workload goes on while a fault begun "
-                                  "before then plays out, at most as long again)", metavar="S")
+                                  "before then plays out, and with the mix until each of its trigger "
+                                  "faults has played once, at most as long again)", metavar="S")
     rate: float = opt(5000.0, "client ops per second at most, all threads")
     concurrency: str = opt("1n", "client threads: a number, or Kn for K per node")
     test_count: int = opt(1, "run this many tests; stop at the first not valid")

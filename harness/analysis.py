@@ -185,7 +185,11 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["checker"] = wl.checker
     results["history"] = run.scan.summary()
     results["faults"] = fault_coverage(run.scan.nemesis)
-    if warnings := coverage_warnings(results["faults"]):
+    warnings = coverage_warnings(results["faults"])
+    if test.get("mix_unplayed"):
+        warnings.append(f"the default mix's first round did not finish within twice the time limit: "
+                        f"{', '.join(test['mix_unplayed'])} never played")
+    if warnings:
         results["warnings"] = warnings
     results["check_seconds"] = round(time.monotonic() - t0, 3)
     results["checked_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

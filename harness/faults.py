@@ -72,7 +72,13 @@ class ScheduleGenerator(Generator):
     so the run's schedule.json can say which package played what (harness/schedule_file.py).
 
     `ScheduleGenerator.played(actions)` plays a schedule file's actions instead: each at its
-    `at_s` (seconds since the workload started), or when the one before it ended if later."""
+    `at_s` (seconds since the workload started), or when the one before it ended if later.
+
+    The rotation's first round owes every tier-0 package (those that reach a trigger: the
+    rotation plays them first) one turn: `owed` holds the names of those whose first op has
+    not yet ended, `owes()` whether any is left. The runner keeps the workload going past
+    its time limit while the round is owed (at most another time limit), so that a slow host
+    plays fewer faults after the round, not fewer trigger shapes."""
 
     def __init__(self, packages: Sequence[Any], interval: float, rng: random.Random, rotate: bool = False):
         play = layered if rotate else combined
@@ -80,6 +86,8 @@ class ScheduleGenerator(Generator):
         self.it: Iterator[tuple[float, FaultOp]] = play(tagged, interval, rng) if packages else iter(())
         self.absolute = False
         self.next_time: int | None = None
+        self.owed: set[str] = {p.name for p in packages if p.tier == 0} if rotate else set()
+        self._playing: str | None = None  # the package of the op handed out last, until it ends
 
     @classmethod
     def played(cls, actions: Sequence[Any]) -> ScheduleGenerator:
@@ -95,8 +103,18 @@ class ScheduleGenerator(Generator):
         except StopIteration:
             return None
         self.next_time = max(ctx.time, int(when * NS)) if self.absolute else ctx.time + int(when * NS)
+        self._playing = getattr(fop, "package", "")
         return {"process": NEMESIS, "f": fop.f, "value": fop.value, "time": self.next_time,
-                "package": getattr(fop, "package", "")}
+                "package": self._playing}
+
+    def update(self, ctx: Context, event: Mapping[str, Any]) -> None:
+        if event.get("process") == NEMESIS and event.get("type") != "invoke" and self._playing is not None:
+            self.owed.discard(self._playing)
+            self._playing = None
+
+    def owes(self) -> bool:
+        """Whether the first round still owes a tier-0 package its turn (class docstring)."""
+        return bool(self.owed)
 
 
 def _tagging(p: FaultPackage) -> FaultPackage:

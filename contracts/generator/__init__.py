@@ -18,7 +18,8 @@ seeded once per test, so a seed replays the same op stream for the same completi
 Plain values are lifted (`lift`): a dict is one op, a callable `f(ctx)` is called per op
 until it returns None, a list/tuple is a concatenation, a generator object passes through.
 
-Combinators: `limit`, `time_limit` (seconds), `stagger` (random gaps uniform in [0, 2 dt]
+Combinators: `limit`, `time_limit` (seconds), `overtime` and `while_nemesis_busy` (a
+deadline extended while a condition holds), `stagger` (random gaps uniform in [0, 2 dt]
 across all threads), `rate` (= stagger 1/r), `delay` (fixed gaps), `mix`, `concat`,
 `phases` (each phase ends when it is exhausted *and* every thread is idle), `synchronize`,
 `each_thread`, `each_process` (a fresh copy per process id), `until_ok`, `cycle`,
@@ -81,6 +82,7 @@ from contracts.generator.names import (
     on_threads,
     on_update,
     once,
+    overtime,
     rate,
     repeat,
     sleep,
@@ -97,6 +99,7 @@ from contracts.generator.wrappers import (
     MapOps,
     OnThreads,
     OnUpdate,
+    Overtime,
     Stagger,
     TimeLimit,
     WhileNemesisBusy,
@@ -125,6 +128,7 @@ __all__ = [
     "OnUpdate",
     "Once",
     "OpLoop",
+    "Overtime",
     "Pending",
     "Repeat",
     "RunStats",
@@ -155,6 +159,7 @@ __all__ = [
     "on_threads",
     "on_update",
     "once",
+    "overtime",
     "parse_concurrency",
     "phases",
     "rate",

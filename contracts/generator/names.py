@@ -25,6 +25,7 @@ from contracts.generator.wrappers import (
     MapOps,
     OnThreads,
     OnUpdate,
+    Overtime,
     Stagger,
     TimeLimit,
     WhileNemesisBusy,
@@ -47,8 +48,14 @@ def time_limit(seconds: float, gen: Any) -> Generator:
     return TimeLimit(seconds, gen)
 
 
-def while_nemesis_busy(seconds: float, grace: float, gen: Any) -> Generator:
-    return WhileNemesisBusy(seconds, grace, gen)
+def while_nemesis_busy(seconds: float, grace: float, gen: Any, owed: Callable[[], bool] | None = None
+                       ) -> Generator:
+    return WhileNemesisBusy(seconds, grace, gen, owed)
+
+
+def overtime(seconds: float, grace: float, more: Callable[[Any], bool], gen: Any) -> Generator:
+    """`gen` until `seconds`, then on while `more(ctx)` holds, at most `grace` s more."""
+    return Overtime(seconds, grace, more, gen)
 
 
 def stagger(seconds: float, gen: Any) -> Generator:

@@ -1,5 +1,5 @@
-"""Wrappers: one child generator, changed in one way. `Limit` (n ops), `TimeLimit` and
-`WhileNemesisBusy` (a deadline), `Stagger` (op times spaced out), `MapOps`/`FilterOps` (ops
+"""Wrappers: one child generator, changed in one way. `Limit` (n ops), `TimeLimit`,
+`Overtime` and `WhileNemesisBusy` (a deadline), `Stagger` (op times spaced out), `MapOps`/`FilterOps` (ops
 rewritten or dropped), `OnUpdate` (every event seen), `OnThreads` (routed to some threads)."""
 
 from __future__ import annotations
@@ -52,20 +52,21 @@ class TimeLimit(Generator):
         self.gen.update(ctx, event)
 
 
-class WhileNemesisBusy(Generator):
-    """`gen`'s ops until `seconds` after the first time it is asked, then on while the
-    nemesis thread is busy with an op (a fault under way, e.g. a story: it plays out under
-    load), at most `grace` s more; ops scheduled past the limit then in force are dropped."""
+class Overtime(Generator):
+    """`gen`'s ops until `seconds` after the first time it is asked, then on while
+    `more(ctx)` holds, at most `grace` s more; ops scheduled past the limit then in force
+    are dropped."""
 
-    def __init__(self, seconds: float, grace: float, gen: Any):
+    def __init__(self, seconds: float, grace: float, more: Callable[[Context], bool], gen: Any):
         self.dt, self.grace = int(seconds * NS), int(grace * NS)
+        self.more = more
         self.gen = lift(gen)
         self.deadline: int | None = None
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
         if self.deadline is None:
             self.deadline = ctx.time + self.dt
-        limit = self.deadline if NEMESIS_THREAD in ctx.free else self.deadline + self.grace
+        limit = self.deadline + self.grace if self.more(ctx) else self.deadline
         if ctx.time >= limit:
             return None
         out = self.gen.op(ctx)
@@ -77,6 +78,19 @@ class WhileNemesisBusy(Generator):
 
     def update(self, ctx: Context, event: Mapping[str, Any]) -> None:
         self.gen.update(ctx, event)
+
+
+class WhileNemesisBusy(Overtime):
+    """`gen`'s ops until `seconds` after the first time it is asked, then on while the
+    nemesis thread is busy with an op (a fault under way, e.g. a story: it plays out under
+    load) or `owed()` holds (the schedule still owes faults it must play), at most `grace`
+    s more; ops scheduled past the limit then in force are dropped."""
+
+    def __init__(self, seconds: float, grace: float, gen: Any, owed: Callable[[], bool] | None = None):
+        def more(ctx: Context) -> bool:
+            return NEMESIS_THREAD not in ctx.free or (owed is not None and owed())
+
+        super().__init__(seconds, grace, more, gen)
 
 
 class Stagger(Generator):

@@ -433,6 +433,51 @@ def test_a_fault_under_way_on_the_virtual_clock():
     assert stats.invoked == len(ex.history) // 2 == stats.completed() - 2
 
 
+def _mix_run(time_limit: float, story_s: float) -> tuple[Counter, float, set[str]]:
+    """run_case's shape on the virtual clock with a rotation of four tier-0 stories of
+    `story_s` s each and a tier-1 kill: (nemesis completions by f, the last client invoke in s,
+    what the round still owed at the end)."""
+    from harness.faults import ScheduleGenerator
+    from nemesis.core import FaultOp
+    from nemesis.schedule import FaultPackage
+
+    def story(name: str, tier: int = 0) -> FaultPackage:
+        return FaultPackage(name, lambda rng, n=name: FaultOp(n), None, tier=tier)
+
+    pkgs = [story(f"story-{i}") for i in range(4)] + [story("kill", tier=1)]
+    schedule = ScheduleGenerator(pkgs, 4.0, random.Random(7), rotate=True)
+    clients = g.while_nemesis_busy(time_limit, time_limit, g.clients(g.delay(0.1, g.repeat({"f": "w"}))),
+                                   owed=schedule.owes)
+    faults = g.overtime(time_limit, time_limit, lambda _ctx: schedule.owes(), g.nemesis(schedule))
+    ex = VirtualExecutor(latency_ns=lambda op: int(story_s * NS) if op["f"] != "w" else NS // 100)
+    stats = OpLoop(g.any_of(clients, faults), ex, threads=2, rng=random.Random(0), nemesis=True).run()
+    played = Counter({f: n for (f, typ), n in stats.counts.items() if f != "w"})
+    last = max(e["time"] for e in ex.history if e["type"] == "invoke") / NS
+    return played, last, schedule.owed
+
+
+def test_the_mix_plays_each_trigger_shape_once_before_its_time_limit_ends():
+    """Stories slower than the time limit allows (a loaded host): the first round's tier-0
+    packages all play, past the time limit, and the clients go on until the last one ends;
+    the tier-1 package waits for its turn and the round ends the run."""
+    played, last, owed = _mix_run(time_limit=20.0, story_s=8.0)
+    assert {f"story-{i}" for i in range(4)} <= set(played) and not owed
+    assert "kill" not in played
+    assert 32.0 < last < 40.0, last  # four 8-s stories with gaps of about 1.3 s: past 20 s, before 40 s
+    # fast stories: the round is paid early, the run ends at its time limit (or as the fault
+    # under way then ends, within its 1 s)
+    played, last, owed = _mix_run(time_limit=20.0, story_s=1.0)
+    assert not owed and "kill" in played and 19.0 < last <= 21.0, last
+
+
+def test_the_mix_round_is_owed_no_longer_than_twice_the_time_limit():
+    """Stories too slow for even twice the time limit: the round stays owed (the run's
+    test.json says so: mix_unplayed), and the run ends once the story under way at 2x ends."""
+    played, last, owed = _mix_run(time_limit=10.0, story_s=8.0)
+    assert owed and sum(played.values()) < 4
+    assert last <= 2 * 10.0 + 8.0
+
+
 def test_the_virtual_executor_stops_with_ops_open():
     ex = VirtualExecutor(latency_ns=NS, max_events=5)
     stats = OpLoop(g.repeat({"f": "w"}), ex, threads=3, rng=random.Random(0)).run()
