@@ -265,11 +265,14 @@ def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = No
                  runner: Callable[..., Any] | None = None,
                  on_run: Callable[[Cell, int, Any], None] | None = None) -> tuple[Path, dict[str, Any]]:
     """Run every cell `repeats` times, one after another in this process; write the campaign
-    folder; return (folder, results). (harness/spark_campaign.py runs them as Spark tasks.)"""
+    folder; return (folder, results). (harness/spark_campaign.py runs them as Spark tasks.)
+    A run interrupted (Ctrl-C, SIGTERM: its cluster torn down by the runner's guard) ends the
+    campaign: the folder is written with the runs done, then KeyboardInterrupt is raised."""
     runner = runner or run_test
     check_cells(spec, overrides)
     opened = open_campaign(spec, root, overrides)
     cells_out = []
+    interrupted = False
     for cell in spec.cells:
         runs = []
         for rep in range(spec.repeats):
@@ -279,8 +282,15 @@ def run_campaign(spec: CampaignSpec, *, root: str | os.PathLike[str] | None = No
             runs.append(run_record(out, opened, rep, round(time.monotonic() - t0, 3)))
             if on_run is not None:
                 on_run(cell, rep, out)
+            if interrupted := getattr(out, "error", None) == "interrupted":
+                break
         cells_out.append(cell_record(cell, runs))
-    return opened.cdir, finish_campaign(spec, opened, cells_out, baseline)
+        if interrupted:
+            break
+    results = finish_campaign(spec, opened, cells_out, baseline)
+    if interrupted:
+        raise KeyboardInterrupt(f"campaign interrupted; {opened.cdir} has the runs done")
+    return opened.cdir, results
 
 
 def _seed_of(run_dir: Any) -> Any:

@@ -202,3 +202,33 @@ def test_found_cell_that_finds_nothing_fails_the_campaign(tmp_path):
     r = found["runs"][0]
     assert r["verdict"] == "valid" and r["anomaly_types"] == [] and r["first_anomaly_time"] is None
     assert r["wall_s"] > 1.5
+
+
+def test_an_interrupted_run_ends_the_campaign(tmp_path):
+    """Ctrl-C or SIGTERM during a run (the runner tears its cluster down and returns the run
+    with error `interrupted`) ends a sequential campaign: no further run starts, the folder
+    has the runs done, and KeyboardInterrupt reaches the caller (the CLI exits 130)."""
+    from contracts import store
+
+    f = tmp_path / "c.yaml"
+    f.write_text("name: c\nrepeats: 3\ndefaults: {workload: noop, nemesis: []}\n"
+                 "cells:\n  - {expect: valid}\n  - {acks: '1', expect: valid}\n")
+    started = []
+
+    def runner(o, campaign=None):
+        started.append(campaign)
+        run_dir = store.new_run(o.results, "noop")
+        error = "interrupted" if len(started) == 2 else None
+        return runner_outcome(run_dir, error)
+
+    with pytest.raises(KeyboardInterrupt, match="campaign interrupted"):
+        C.run_campaign(C.load_spec(f), root=tmp_path / "out", runner=runner)
+    assert len(started) == 2
+    res = json.loads(next((tmp_path / "out").glob("c/2*/results.json")).read_text())
+    assert [len(c["runs"]) for c in res["cells"]] == [2]
+    assert [r["error"] for r in res["cells"][0]["runs"]] == [None, "interrupted"]
+
+
+def runner_outcome(run_dir, error):
+    return runner.RunOutcome(run_dir, None if error else {"valid": True, "anomaly_types": []}, 2 if error else 0,
+                             error)
