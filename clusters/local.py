@@ -15,11 +15,12 @@ Layout of a cluster NAME with subnet index K (10.77.K.0/24, allocated under a lo
   holder's net + mount namespaces with nsenter, or go over SSH to an sshd in the node
   (`transport="ssh"`: host and client keys per cluster, verified with a written known_hosts).
 - state in `/run/wrack/clusters/NAME/state.json`, so another process can `attach` and `down`.
-- an owner, when the creating process sets `WRACK_CLUSTER_OWNER=TAG` (a campaign's tests do):
-  the state records that process (pid and start time) and TAG, and `sweep_orphans()` removes
-  every owned cluster whose owner is gone (a test killed with its Spark executor), so tests
-  sharing a host clean up after one another; clusters without an owner (`wrack cluster up`)
-  outlive their creator by design and are never swept.
+- an owner, when the creating process sets `WRACK_CLUSTER_OWNER=TAG` (a campaign's tests do)
+  or the spec's options name one (`{"owner": TAG}`: `wrack test` does): the state records
+  that process (pid and start time) and TAG, and `sweep_orphans()` removes every owned
+  cluster whose owner is gone (a test SIGKILLed, or killed with its Spark executor); `create`
+  sweeps first, so the next test on the host removes what a crashed one left; clusters
+  without an owner (`wrack cluster up`) outlive their creator by design and are never swept.
 
 `force_down(name)` removes leftovers by name (netns prefix, bridge alias, processes whose
 network namespace is one of the cluster's, directories), even with no state file.
@@ -259,6 +260,9 @@ class LocalCluster(Cluster):
         for nd, ns in zip(d["nodes"], self.state.nodes, strict=True):
             alive = Path(f"/proc/{ns.holder_pid}").exists()
             nd.update(netns=ns.netns, holder_pid=ns.holder_pid, up=alive)
+        if (own := self.state.owner) is not None:
+            d["owner"] = {"pid": own.get("pid"), "tag": own.get("tag"),
+                          "alive": _started(int(own.get("pid") or 0)) == own.get("started")}
         return d
 
 
@@ -292,6 +296,7 @@ def create(spec: ClusterSpec) -> LocalCluster:
         raise ValueError(f"--nodes must be between 1 and 200, not {spec.nodes}")
     if spec.transport not in ("nsenter", "ssh"):
         raise ValueError(f"unknown transport {spec.transport!r} (nsenter or ssh)")
+    sweep_orphans()  # what crashed owners left: their subnets, bridges and mounts
     with _lock():
         if _load(name) is not None or any(n.startswith(f"wrack-{name}-n") for n in _netns_list()):
             raise FileExistsError(f"cluster {name!r} exists already (wrack cluster down --name {name})")
@@ -305,7 +310,7 @@ def create(spec: ClusterSpec) -> LocalCluster:
         nodes = [NodeState(f"n{i}", f"{SUBNET_PREFIX}.{k}.{10 + i}", netns_name(name, f"n{i}"),
                            f"v{i}", 0, str(DATA_ROOT / name / f"n{i}"))
                  for i in range(1, spec.nodes + 1)]
-        st = LocalState(name, k, bridge, spec.transport, nodes, time.time(), _owner())
+        st = LocalState(name, k, bridge, spec.transport, nodes, time.time(), _owner(spec.options.get("owner")))
         state_dir(name).mkdir(parents=True, exist_ok=True)
         _save(st)  # first, so a crash from here on is found by `down`
         try:
@@ -381,8 +386,10 @@ def _started(pid: int) -> int | None:
         return None
 
 
-def _owner() -> dict[str, Any] | None:
-    tag = os.environ.get(OWNER_ENV)
+def _owner(default: str | None = None) -> dict[str, Any] | None:
+    """This process as the owner, tagged by WRACK_CLUSTER_OWNER or else `default`; None
+    without either (the cluster is never swept)."""
+    tag = os.environ.get(OWNER_ENV) or default
     return {"pid": os.getpid(), "started": _started(os.getpid()), "tag": tag} if tag else None
 
 

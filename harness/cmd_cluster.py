@@ -50,6 +50,10 @@ def _print(obj: Any, as_json: bool) -> None:
     clusters = obj if isinstance(obj, list) else [obj]
     for c in clusters:
         extra = f" transport={c['transport']}" if "transport" in c else ""
+        own = c.get("owner")
+        if own:
+            extra += f", owner {own['tag']} pid {own['pid']}" + ("" if own["alive"] else
+                                                                 " (gone: the next local cluster made removes it)")
         sys.stdout.write(f"{c['name']} ({c['backend']}{extra}): {len(c['nodes'])} nodes\n")
         for n in c["nodes"]:
             state = "" if n.get("up", True) else "  DOWN"

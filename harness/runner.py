@@ -256,7 +256,9 @@ def cluster_up(test: Test) -> Iterator[None]:
     brokers and remove the cluster."""
     o = test.options
     test.progress.phase("setup")
-    opts = {"inventory": o.inventory} if o.inventory else {}
+    # owned by this process: if it dies without its teardown (SIGKILL), the next local cluster
+    # made on the host removes this one (clusters/local.py, "owner")
+    opts: dict[str, Any] = {"owner": "wrack-test", **({"inventory": o.inventory} if o.inventory else {})}
     test.cluster = backend(o.backend).create(ClusterSpec(name=test.record["cluster"]["name"], nodes=o.nodes,
                                                          transport=o.transport, options=opts))
     test.db = test.system.make_db(o, test.cluster)

@@ -71,3 +71,44 @@ def test_two_clusters_at_once_are_apart():
             assert b.nodes[0].exec(["python3", "-c", REACH, b.nodes[1].address], check=False).exit_code == 0
         finally:
             net_a.teardown()
+
+
+MAKE_OWNED = ("import sys; from clusters import local; from clusters.node import ClusterSpec; "
+              "local.create(ClusterSpec(name=sys.argv[1], nodes=2, options={'owner': 'wrack-test'})); "
+              "print('up', flush=True); sys.stdin.read()")
+
+
+def test_a_crashed_tests_cluster_goes_with_the_next_cluster_made():
+    """`wrack test` owns its cluster (spec option `owner`, no environment needed): SIGKILLed,
+    it leaves the cluster behind, `wrack cluster status` says its owner is gone, and the next
+    local cluster made on the host removes it (namespaces, holders, state)."""
+    name = f"o{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if k != local.OWNER_ENV}
+    p = subprocess.Popen([sys.executable, "-c", MAKE_OWNED, name], env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "up"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(10)
+        desc = local.attach(name).describe()
+        assert desc["owner"] == {"pid": p.pid, "tag": "wrack-test", "alive": False}
+        holders = [n["holder_pid"] for n in desc["nodes"]]
+        with local_clusters() as make:
+            make(1)
+            assert name not in local.names()
+            assert not any(ns.startswith(f"wrack-{name}-") for ns in local._netns_list())
+            assert not any(running(h) for h in holders)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+        local.force_down(name)
+
+
+def running(pid: int) -> bool:
+    """The process is there and not a zombie (an orphan's zombie waits for PID 1 to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
