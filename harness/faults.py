@@ -72,7 +72,8 @@ class ScheduleGenerator(Generator):
     so the run's schedule.json can say which package played what (harness/schedule_file.py).
 
     `ScheduleGenerator.played(actions)` plays a schedule file's actions instead: each at its
-    `at_s` (seconds since the workload started), or when the one before it ended if later.
+    `at_s` (seconds since the workload started), or when the one before it ended if later;
+    it owes every action of the file (a run's round may have gone past its time limit).
 
     The rotation's first round owes every tier-0 package (those that reach a trigger: the
     rotation plays them first) one turn: `owed` holds the names of those whose first op has
@@ -88,11 +89,12 @@ class ScheduleGenerator(Generator):
         self.next_time: int | None = None
         self.owed: set[str] = {p.name for p in packages if p.tier == 0} if rotate else set()
         self._playing: str | None = None  # the package of the op handed out last, until it ends
+        self._replay_left = 0  # a schedule file's actions not yet played to their end
 
     @classmethod
     def played(cls, actions: Sequence[Any]) -> ScheduleGenerator:
         gen = cls([], 1.0, random.Random(0))
-        gen.it, gen.absolute = replay(actions), True
+        gen.it, gen.absolute, gen._replay_left = replay(actions), True, len(actions)
         return gen
 
     def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
@@ -111,10 +113,12 @@ class ScheduleGenerator(Generator):
         if event.get("process") == NEMESIS and event.get("type") != "invoke" and self._playing is not None:
             self.owed.discard(self._playing)
             self._playing = None
+            self._replay_left = max(0, self._replay_left - 1)
 
     def owes(self) -> bool:
-        """Whether the first round still owes a tier-0 package its turn (class docstring)."""
-        return bool(self.owed)
+        """Whether the first round still owes a tier-0 package its turn, or a schedule file
+        an action (class docstring)."""
+        return bool(self.owed) or self._replay_left > 0
 
 
 def _tagging(p: FaultPackage) -> FaultPackage:

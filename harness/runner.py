@@ -323,9 +323,9 @@ def run_case(test: Test) -> None:
         schedule = ScheduleGenerator(test.packages, o.nemesis_interval, random.Random(f"{test.seed}/schedule"),
                                      rotate=rotates(o.nemesis))
     # no fault starts after the time limit but those the mix's first round still owes (each
-    # trigger shape once: ScheduleGenerator.owes); the workload goes on while a fault under way
-    # plays out (a story that began late reaches its trigger under load) or the round is owed,
-    # at most another time limit in all
+    # trigger shape once) or a schedule file's actions (ScheduleGenerator.owes); the workload
+    # goes on while a fault under way plays out (a story that began late reaches its trigger
+    # under load) or one is owed, at most another time limit in all
     clients = gen.clients(gen.rate(o.rate, wl.generator()))
     main = gen.any_of(gen.while_nemesis_busy(o.time_limit, o.time_limit, clients, owed=schedule.owes),
                       gen.overtime(o.time_limit, o.time_limit, lambda _ctx: schedule.owes(), gen.nemesis(schedule)))

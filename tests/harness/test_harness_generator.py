@@ -478,6 +478,25 @@ def test_the_mix_round_is_owed_no_longer_than_twice_the_time_limit():
     assert last <= 2 * 10.0 + 8.0
 
 
+def test_a_schedule_file_plays_its_actions_past_the_time_limit():
+    """A replayed run (its schedule file) owes every action, also those its original played
+    after the time limit (a round that ran over): they play at their times, at most another
+    time limit, and the clients go on until the last has ended."""
+    from harness.faults import ScheduleGenerator
+    from harness.schedule_file import Action
+
+    acts = [Action(2.0, "kill", "kill", "one", []), Action(30.0, "lrs", "last-replica-standing", None, []),
+            Action(36.0, "kill", "start", "all", [])]
+    schedule = ScheduleGenerator.played(acts)
+    clients = g.while_nemesis_busy(20.0, 20.0, g.clients(g.delay(0.1, g.repeat({"f": "w"}))), owed=schedule.owes)
+    faults = g.overtime(20.0, 20.0, lambda _ctx: schedule.owes(), g.nemesis(schedule))
+    ex = VirtualExecutor(latency_ns=lambda op: 3 * NS if op["f"] != "w" else NS // 100)
+    stats = OpLoop(g.any_of(clients, faults), ex, threads=2, rng=random.Random(0), nemesis=True).run()
+    assert [f for (f, _t) in stats.counts if f != "w"] == ["kill", "last-replica-standing", "start"]
+    last = max(e["time"] for e in ex.history if e["type"] == "invoke") / NS
+    assert 38.5 < last <= 39.0, last  # the start at 36 s ends at 39 s, within 2 x 20 s
+
+
 def test_the_virtual_executor_stops_with_ops_open():
     ex = VirtualExecutor(latency_ns=NS, max_events=5)
     stats = OpLoop(g.repeat({"f": "w"}), ex, threads=3, rng=random.Random(0)).run()
