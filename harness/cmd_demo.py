@@ -2,7 +2,9 @@
 
 Bare `wrack demo` (what `make demo` runs) is `wrack test` with the demo's settings: a
 5-node local cluster, the queue workload with acks=all (min ISR 2, RF 3), partitions and
-kills for 60 s; it prints the verdict and the report's path, exit 0 valid, 1 invalid,
+kills for 60 s; it prints what the run did (`story`: operations, faults and availability
+under them, recovery after each heal, what the checker found), the verdict and the
+report's path, exit 0 valid, 1 invalid,
 2 unknown, 255 crash. Test options (`--time-limit`, `--nodes`, ...) override the demo's.
 
 `--examples-only` (or any of `--examples DIR`, `--html DIR`, `--json`) checks the bundled
@@ -84,8 +86,38 @@ def run(args: argparse.Namespace) -> int:
     sys.stderr.write(f"wrack demo: {o.nodes}-node local cluster, {workload_of(o)} workload, acks={o.acks}, "
                      f"faults {','.join(o.nemesis) or 'none'}, {o.time_limit:g} s\n")
     out = run_test(o, Progress(enabled=not args.quiet))
+    if out.results is not None and not args.quiet:
+        sys.stdout.write("".join(f"{line}\n" for line in story(out.results)))
     print_outcome(out, False)
     return out.exit_code
+
+
+def story(res: dict[str, Any]) -> list[str]:
+    """What the run did, in four lines from its results.json: the workload, the faults and
+    availability under them, the recovery after each heal, what the checker found."""
+    h, checked, live = res.get("history") or {}, res.get("checked") or {}, res.get("liveness") or {}
+    avail = live.get("availability") or {}
+    lines = [f"workload: {h.get('ok', 0) + h.get('fail', 0) + h.get('info', 0):,} operations: {h.get('ok', 0):,} ok, "
+             f"{h.get('info', 0):,} indeterminate, {h.get('fail', 0):,} failed; "
+             f"{checked.get('sends_acked', 0):,} acknowledged sends, {checked.get('values_read', 0):,} values read"]
+    kinds: dict[str, int] = {}
+    for w in avail.get("windows") or []:
+        kinds[w["kind"]] = kinds.get(w["kind"], 0) + 1
+    if kinds:
+        held, outside = (avail.get(k, {}).get("ops", {}).get("share") for k in ("in_faults", "outside_faults"))
+        shares = f"; {held:.1%} of operations succeeded while they held, {outside:.1%} outside them" \
+            if held is not None and outside is not None else ""
+        lines.append("faults: " + ", ".join(f"{k} {n} time(s)" for k, n in sorted(kinds.items())) + shares)
+    waits = [x["seconds"] for x in live.get("first_ok_send_after_heal") or [] if x.get("seconds") is not None]
+    if waits:
+        keys = live.get("recovered_keys") or []
+        lines.append(f"recovery: the first acknowledged send came {min(waits):.1f}-{max(waits):.1f} s after each "
+                     f"of {len(waits)} heals; {len(keys)} key(s) took writes and reads within "
+                     f"{live.get('bound_s', 0):g} s of the final heal")
+    found = res.get("anomaly_types") or []
+    quiet = "no acknowledged write lost, duplicated or reordered" if res.get("checker") == "queue" else "no anomaly"
+    lines.append(f"checked ({res.get('checker', '?')}): " + (", ".join(found) if found else quiet))
+    return lines
 
 
 def run_examples(args: argparse.Namespace) -> int:

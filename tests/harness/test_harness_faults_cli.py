@@ -101,3 +101,24 @@ def test_help_of_every_harness_command():
     for cmd in ("test", "analyze", "report", "campaign", "serve", "demo"):
         p = subprocess.run([wrack_bin(), cmd, "--help"], capture_output=True, text=True, timeout=60)
         assert p.returncode == 0 and "usage: wrack " + cmd in p.stdout
+
+
+def test_the_demo_tells_what_the_run_did():
+    """`wrack demo` prints four lines before the verdict: operations, faults with availability
+    under them, recovery after the heals, the checker's finding (from results.json)."""
+    from harness.cmd_demo import story
+
+    res = {"checker": "queue", "anomaly_types": [],
+           "history": {"ok": 900, "fail": 3, "info": 97}, "checked": {"sends_acked": 480, "values_read": 470},
+           "liveness": {"bound_s": 30.0, "recovered_keys": ["a", "b"],
+                        "availability": {"in_faults": {"ops": {"share": 0.25}}, "outside_faults": {"ops": {"share": 0.995}},
+                                         "windows": [{"kind": "kill"}, {"kind": "partition"}, {"kind": "kill"}]},
+                        "first_ok_send_after_heal": [{"seconds": 0.5}, {"seconds": 4.25}, {"seconds": None}]}}
+    assert story(res) == [
+        "workload: 1,000 operations: 900 ok, 97 indeterminate, 3 failed; 480 acknowledged sends, 470 values read",
+        "faults: kill 2 time(s), partition 1 time(s); 25.0% of operations succeeded while they held, 99.5% outside them",
+        "recovery: the first acknowledged send came 0.5-4.2 s after each of 2 heals; 2 key(s) took writes and reads "
+        "within 30 s of the final heal",
+        "checked (queue): no acknowledged write lost, duplicated or reordered"]
+    found = story({**res, "anomaly_types": ["lost-write"], "liveness": {}})
+    assert found[1:] == ["checked (queue): lost-write"]
