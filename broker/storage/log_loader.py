@@ -130,7 +130,8 @@ def load(directory: str, config: StorageConfig, report: PartitionRecovery, recov
         s.close_fd()
     leo = segs[-1].next_offset
     start = min(max(log_start_offset, segs[0].base), leo)
-    epochs = load_epochs(epoch_path, segs, start, report, scanned_epochs)
+    epochs = load_epochs(epoch_path, segs, start, report, scanned_epochs,
+                         scanned_from=segs[first_scanned].base if recover and first_scanned < len(segs) else None)
     if recover:
         # what the scan validated is made durable, so the recovery point can move to the LEO
         for s in segs[first_scanned:]:
@@ -229,11 +230,15 @@ def _collect_epochs(seg: Segment, out: list[tuple[int, int]]) -> None:
 
 
 def load_epochs(path: str, segments: list[Segment], start: int, report: PartitionRecovery,
-                scanned: list[tuple[int, int]]) -> EpochCache:
+                scanned: list[tuple[int, int]], scanned_from: int | None = None) -> EpochCache:
     """The epoch cache: the checkpoint at `path` (written before any batch of a new epoch,
     so it holds every epoch in the data) cut at the LEO, plus any newer epoch a scan found
-    (a checkpoint that lagged). Rebuilt from the whole log if the checkpoint is
-    unreadable, or missing while the log has data; written back if it changed."""
+    (a checkpoint that lagged). Where a recovery scan read the batches (from offset
+    `scanned_from` on), their epochs stand and the checkpoint's entries there go: a power
+    loss can take back a truncation and the records after it while the checkpoint, written
+    at once, already names the epoch that followed (an entry past the records it names
+    would make a follower skip the truncation it owes). Rebuilt from the whole log if the
+    checkpoint is unreadable, or missing while the log has data; written back if it changed."""
     entries: list[tuple[int, int]] | None
     try:
         entries = read_epochs(path)
@@ -247,11 +252,29 @@ def load_epochs(path: str, segments: list[Segment], start: int, report: Partitio
             _collect_epochs(seg, scanned)
     cache = EpochCache(entries or [])
     cache.truncate_from_end(leo)
+    if scanned_from is not None and (bad := _contradicted(cache.entries, scanned, scanned_from)) is not None:
+        report.notes.append(f"leader-epoch-checkpoint: epoch {bad[0]} from offset {bad[1]} has no records "
+                            f"(the batches there are of an older epoch); cut there")
+        cache.truncate_from_end(bad[1])
     for e, o in scanned:
         cache.assign(e, o)
     if cache.entries != (entries or []) or not os.path.exists(path):
         write_epochs(path, cache.entries)
     return cache
+
+
+def _contradicted(entries: list[tuple[int, int]], scanned: list[tuple[int, int]], scanned_from: int
+                  ) -> tuple[int, int] | None:
+    """The first entry (epoch, start) at or after `scanned_from` whose start offset holds a
+    batch of an older epoch (epochs never go back in a log: the entry outlived its records),
+    by the scanned batches (`scanned`: each new highest epoch with its first base offset)."""
+    for epoch, start in entries:
+        if start < scanned_from:
+            continue
+        held = [e for e, base in scanned if base <= start]
+        if held and epoch > held[-1]:
+            return epoch, start
+    return None
 
 
 def finish_swap(directory: str, base: int, end: int) -> None:

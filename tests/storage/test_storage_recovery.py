@@ -231,3 +231,43 @@ def test_a_corrupt_epoch_checkpoint_is_rebuilt_from_the_log(tmp_path):
     assert any("leader-epoch-checkpoint" in n and "rebuilt" in n for n in info.partitions[tp].notes)
     assert any("leader-epoch-checkpoint:3" in line for line in handler.lines)
     lm.close()
+
+
+def test_an_epoch_a_power_loss_took_back_does_not_outlive_its_records(tmp_path):
+    """A follower cut its divergent tail (epoch 2, written when it led), took the new
+    leader's epoch 3 and records, and lost power before the cut or the records reached the
+    disk: its segment is back to the epoch-2 tail, while the epoch checkpoint (written at
+    once) says epoch 3 starts where that tail does. Recovery takes the epochs of the batches
+    it scanned: epoch 3 goes, so the follower asks about epoch 2, learns where it diverged
+    and cuts the tail again. Keeping epoch 3 kept records no leader had: a safe run of the
+    default mix lost six committed records that way (docs/findings/wrack-broker.md)."""
+    from broker.records import stamped
+
+    d = str(tmp_path / "logs")
+    lm, _ = _manager(d, "ep-loss", StorageConfig(segment_bytes=1 << 20, index_interval_bytes=100))
+    lm.startup()
+    tp = TopicPartition("t", 0)
+    log = lm.get_or_create(tp)
+    for i in range(10):
+        log.append_as_leader(encode_batch([b"a%d" % i] * 3, timestamp=i), 1)  # epoch 1: offsets 0-29
+    for i in range(2):
+        log.append_as_leader(encode_batch([b"b%d" % i] * 3, timestamp=i), 2)  # epoch 2 (its own): 30-35
+    log.flush()
+    synced = {path: Path(path).read_bytes() for _base, path, _size in log.segment_files()}
+    lm.flush_due(10**12)
+    log.truncate_to(30)  # a follower now: epoch 2 diverged from the leader's log at 30
+    log.append_as_follower(b"".join(stamped(encode_batch([b"c%d" % i] * 3, timestamp=i), 30 + 3 * i, 3)
+                                    for i in range(3)))
+    assert log.epoch_entries() == [(1, 0), (3, 30)] and log.log_end_offset == 39
+    lm.close()  # power lost: nothing of the cut or of epoch 3's records was synced
+    for path, data in synced.items():
+        Path(path).write_bytes(data)
+
+    lm, _ = _manager(d, "ep-loss2", StorageConfig(segment_bytes=1 << 20, index_interval_bytes=100))
+    info = lm.startup()
+    assert not info.clean_shutdown
+    log = lm.get(tp)
+    assert log.log_end_offset == 36
+    assert log.epoch_entries() == [(1, 0), (2, 30)]
+    assert any("epoch 3 from offset 30 has no records" in n for n in info.partitions[tp].notes)
+    lm.close()
