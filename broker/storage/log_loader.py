@@ -256,8 +256,8 @@ def load_epochs(path: str, segments: list[Segment], start: int, report: Partitio
         report.notes.append(f"leader-epoch-checkpoint: epoch {bad[0]} from offset {bad[1]} has no records "
                             f"(the batches there are of an older epoch); cut there")
         cache.truncate_from_end(bad[1])
-    for e, o in scanned:
-        cache.assign(e, o)
+    for epoch, base in scanned:
+        cache.assign(epoch, base)
     if cache.entries != (entries or []) or not os.path.exists(path):
         write_epochs(path, cache.entries)
     return cache
