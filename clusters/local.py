@@ -261,8 +261,7 @@ class LocalCluster(Cluster):
             alive = Path(f"/proc/{ns.holder_pid}").exists()
             nd.update(netns=ns.netns, holder_pid=ns.holder_pid, up=alive)
         if (own := self.state.owner) is not None:
-            d["owner"] = {"pid": own.get("pid"), "tag": own.get("tag"),
-                          "alive": _started(int(own.get("pid") or 0)) == own.get("started")}
+            d["owner"] = {"pid": own.get("pid"), "tag": own.get("tag"), "alive": _owner_alive(own)}
         return d
 
 
@@ -393,6 +392,11 @@ def _owner(default: str | None = None) -> dict[str, Any] | None:
     return {"pid": os.getpid(), "started": _started(os.getpid()), "tag": tag} if tag else None
 
 
+def _owner_alive(owner: dict[str, Any]) -> bool:
+    """Whether the process an owner record names (pid and start time) still runs."""
+    return _started(int(owner.get("pid") or 0)) == owner.get("started")
+
+
 def owned(tag: str | None = None) -> list[tuple[str, int, bool]]:
     """(cluster, owner pid, owner alive) of every cluster with an owner (with `tag`, only its)."""
     out = []
@@ -400,8 +404,7 @@ def owned(tag: str | None = None) -> list[tuple[str, int, bool]]:
         st = _load(name)
         if st is None or not st.owner or (tag is not None and st.owner.get("tag") != tag):
             continue
-        pid = int(st.owner["pid"])
-        out.append((name, pid, _started(pid) == st.owner.get("started")))
+        out.append((name, int(st.owner["pid"]), _owner_alive(st.owner)))
     return out
 
 
