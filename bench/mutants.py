@@ -28,7 +28,16 @@ ends, and a later invocation with the same `--out` resumes: what is there is not
     .venv/bin/python bench/mutants.py --out /tmp/mutants [--mutants a,b] [--runs 3]
         [--twins default,txn,idem] [--sim-seeds 100] [--no-sim] [--no-campaign]
         [--time-limit S] [--all-twins] [--control] [--keep] [--lock-scope run|mutant]
-        [--markdown FILE] [--json]
+        [--markdown FILE] [--json] [--workers N | --master URL] [--tests-per-host N]
+
+`--workers N` (a standalone Spark cluster of N 1-core workers started on this host and
+stopped at the end, harness/spark_standalone.py) or `--master URL` runs the real runs as
+Spark tasks (harness/spark_campaign.py): one campaign per twin, in the twins' order, of
+the rounds that still owe that twin a run (a cell per round: the mutant's launcher as
+`broker_command`, the round's seed), so a round caught by an earlier twin is not run again;
+then the simulations, one at a time. Take the machine's cluster lock around the whole
+invocation yourself (`flock /tmp/wrack-e2e.lock`). The campaign folders go under
+OUT/campaigns; only invalid runs' folders are kept (all with `--keep`).
 
 `--control` adds the unmutated copy (`control`) to the measured set. Bad input (an unknown
 mutant or twin, a patch file without its header lines) is one line and exit 254. Nothing
@@ -233,12 +242,17 @@ def campaign(launcher: Path, out: Path, m: Mutant, res: Results, a: argparse.Nam
                 continue
             row = run_twin(launcher, out, m, rnd, twin, a)
             res.add(row)
-            first = row.get("first_anomaly_s")
-            print(f"  {m.name} round {rnd} {twin}: {row['verdict']} {','.join(row['anomaly_types']) or '-'}"
-                  f"{'' if first is None else f' first anomaly {first} s'} ({row['wall_s']} s, load {row['load']})",
-                  file=sys.stderr, flush=True)
+            said(row)
             if row["verdict"] == "invalid" and not a.all_twins:
                 break
+
+
+def said(row: dict[str, Any]) -> None:
+    """One line on stderr for a run that ended."""
+    first = row.get("first_anomaly_s")
+    print(f"  {row['mutant']} round {row['round']} {row['twin']}: {row['verdict']} "
+          f"{','.join(row['anomaly_types']) or '-'}{'' if first is None else f' first anomaly {first} s'} "
+          f"({row['wall_s']} s, load {row['load']})", file=sys.stderr, flush=True)
 
 
 def measure(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) -> str | None:
@@ -284,6 +298,92 @@ def _rounds_left(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str
         if any(t not in done for t in twins):
             return True
     return False
+
+
+def _owed(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str], twin: str) -> list[int]:
+    """The rounds of `m` that still owe `twin` a run: not caught by an earlier run, `twin`
+    not yet run (every twin with `--all-twins`)."""
+    out = []
+    for rnd in range(1, a.runs + 1):
+        done = {r["twin"]: r for r in res.runs(m.name) if r["round"] == rnd}
+        if twin not in done and (a.all_twins or not any(r["verdict"] == "invalid" for r in done.values())):
+            out.append(rnd)
+    return out
+
+
+# ---------------------------------------------------------------- on Spark
+TWIN_OPTIONS: dict[str, dict[str, Any]] = {"default": {}, "txn": {"txn_p": 0.5}, "idem": {"idempotence": True}}
+
+
+def on_spark(chosen: list[Mutant], res: Results, a: argparse.Namespace, twins: list[str]) -> dict[str, str]:
+    """The default campaigns of `chosen` as Spark tasks (`--workers N` started on this host,
+    or `--master URL` whose executors see this host's /tmp): one campaign per twin, in the
+    twins' order, of the rounds that still owe it a run, so a round caught by an earlier
+    twin is not run again, as in the sequential path. {mutant: why its patch does not apply}."""
+    from contextlib import ExitStack, nullcontext
+
+    from harness.spark_standalone import standalone
+
+    not_applied: dict[str, str] = {}
+    with ExitStack() as stack:
+        launchers = {}
+        for m in chosen:
+            if _rounds_left(m, res, a, twins):
+                copy, err = stack.enter_context(mutated(m, a.base))
+                if err is None:
+                    launchers[m.name] = copy / "run-broker"
+                else:
+                    not_applied[m.name] = err
+        if not launchers:
+            return not_applied
+        cluster = stack.enter_context(standalone(workers=a.workers) if a.workers else nullcontext(None))
+        master = cluster.url if cluster is not None else a.master
+        print(f"mutants: on Spark {master}", file=sys.stderr, flush=True)
+        for twin in twins:
+            owed = [(m, rnd) for m in chosen if m.name in launchers for rnd in _owed(m, res, a, twins, twin)]
+            if owed:
+                twin_campaign(owed, twin, launchers, master, res, a)
+    return not_applied
+
+
+def twin_campaign(owed: list[tuple[Mutant, int]], twin: str, launchers: dict[str, Path], master: str,
+                  res: Results, a: argparse.Namespace) -> None:
+    """One Spark campaign: a cell (expect invalid) per owed round of `twin`, each run's row
+    added to `res` as it comes back."""
+    from harness import campaign as C
+    from harness.options import SPEC
+    from harness.progress import Progress
+    from harness.spark_campaign import run_spark_campaign
+
+    where: dict[str, tuple[Mutant, int, int]] = {}
+    for m, rnd in owed:
+        seed = 1000 + 10 * rnd + list(TWINS).index(twin)
+        cell = C.Cell({"broker_command": [str(launchers[m.name])], "seed": seed, **TWIN_OPTIONS[twin]}, "invalid")
+        where[cell.key] = (m, rnd, seed)
+    spec = C.CampaignSpec(f"mutants-{twin}", {"backend": "local", "collect_data": False},
+                          [C.Cell(json.loads(k), "invalid") for k in where])
+
+    def on_run(cell: Any, rep: int, rec: dict[str, Any]) -> None:
+        m, rnd, seed = where[cell.key]
+        t = rec.get("first_anomaly_time")
+        row = {"kind": "run", "mutant": m.name, "round": rnd, "twin": twin, "seed": seed,
+               "wall_s": round(rec["wall_s"], 1), "load": loadavg(), "exit": rec.get("exit_code"),
+               "verdict": rec["verdict"], "anomaly_types": rec["anomaly_types"],
+               "first_anomaly_s": None if t is None else round(t / 1e9, 1), "error": rec.get("error"),
+               "host": rec.get("host"), "retried": bool(rec.get("retried")), "run": rec.get("path")}
+        res.add(row)
+        said(row)
+
+    cdir, results = run_spark_campaign(spec, master=master, root=a.out / "campaigns",
+                                       overrides=SPEC.from_mapping({"time_limit": a.time_limit} if a.time_limit else {},
+                                                                   "--time-limit"),
+                                       on_run=on_run, progress=Progress(enabled=True, live=False),
+                                       per_host=a.tests_per_host)
+    if not a.keep:  # as the sequential path: only the folders of invalid runs stay
+        for cell in results["cells"]:
+            for r in cell["runs"]:
+                if r["verdict"] != "invalid" and r.get("path"):
+                    shutil.rmtree(cdir / r["path"], ignore_errors=True)
 
 
 # ---------------------------------------------------------------- the table
@@ -474,6 +574,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--list", action="store_true", help="only list the catalogue")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the table as markdown to this file")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
+    ap.add_argument("--workers", type=int, default=0, metavar="N",
+                    help="run the campaigns as Spark tasks on N 1-core workers started on this host")
+    ap.add_argument("--master", default=None, metavar="URL",
+                    help="run the campaigns as Spark tasks on this master (its executors must see /tmp)")
+    ap.add_argument("--tests-per-host", type=int, default=None, metavar="N",
+                    help="with Spark: at most N tests at once on a host")
     return ap.parse_args(argv)
 
 
@@ -497,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput("--runs and --sim-seeds must be at least 1")
         if a.out is None:
             raise BadInput("--out DIR is needed (results are kept there and resumed)")
+        if a.workers < 0 or (a.workers and a.master):
+            raise BadInput("--workers N (N >= 1) or --master URL, not both")
     except BadInput as e:
         print(f"mutants: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -504,9 +612,15 @@ def main(argv: list[str] | None = None) -> int:
     res = Results(a.out)
     print(f"mutants: {len(chosen)} to measure, {a.runs} round(s) of {','.join(twins)}, {a.sim_seeds} simulation "
           f"seeds; results in {a.out / 'results.jsonl'}; load average {loadavg()} at the start", file=sys.stderr)
+    spark = bool(a.workers or a.master)
+    not_applied = on_spark(chosen, res, a, twins) if spark and a.campaign else {}
     rows = []
     for m in chosen:
-        rows.append(summarize(m, res, a, measure(m, res, a, twins)))
+        if spark:  # the simulations after the runs, one at a time
+            a_sim = argparse.Namespace(**{**vars(a), "campaign": False})
+            rows.append(summarize(m, res, a, not_applied.get(m.name) or measure(m, res, a_sim, twins)))
+        else:
+            rows.append(summarize(m, res, a, measure(m, res, a, twins)))
     t = totals(rows, a.runs)
     print_table(rows, t)
     if a.markdown:

@@ -42,7 +42,26 @@ def test_every_patch_applies_to_the_committed_broker(capsys):
 
 def test_bad_input_is_one_line_and_254(tmp_path):
     for args in (["--mutants", "no-such-mutant", "--out", str(tmp_path)], ["--twins", "default,evil", "--out", str(tmp_path)],
-                 ["--runs", "0", "--out", str(tmp_path)], []):
+                 ["--runs", "0", "--out", str(tmp_path)], [],
+                 ["--workers", "2", "--master", "spark://127.0.0.1:7077", "--out", str(tmp_path)]):
         p = subprocess.run([sys.executable, str(ROOT / "bench" / "mutants.py"), *args], capture_output=True, text=True)
         assert p.returncode == 254, (args, p.stderr)
         assert p.stderr.startswith("mutants: error: ") and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_round_owes_a_twin_until_an_earlier_twin_caught_it(tmp_path):
+    """The Spark path runs one campaign per twin over the rounds that still owe it (as the
+    sequential path runs a round's twins in order and stops at the first invalid one)."""
+    res = mutants.Results(tmp_path)
+    m = mutants.Mutant("m", "wire", "KIP-1", None, "")
+    for rnd, twin, verdict in ((1, "default", "invalid"), (2, "default", "valid"), (3, "default", "valid"),
+                               (3, "txn", "invalid")):
+        res.add({"kind": "run", "mutant": "m", "round": rnd, "twin": twin, "verdict": verdict})
+    a = mutants.parse(["--out", str(tmp_path)])
+    twins = list(mutants.TWINS)
+    assert mutants._owed(m, res, a, twins, "default") == []
+    assert mutants._owed(m, res, a, twins, "txn") == [2]
+    assert mutants._owed(m, res, a, twins, "idem") == [2]
+    a.all_twins = True
+    assert mutants._owed(m, res, a, twins, "idem") == [1, 2, 3]
+    assert mutants.Results(tmp_path).runs("m") == res.runs("m")  # resumed from results.jsonl
