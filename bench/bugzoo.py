@@ -186,7 +186,8 @@ def main() -> int:
     ap.add_argument("--worker-cores", type=int, default=1, metavar="C", help="cores per worker (default 1)")
     ap.add_argument("--master", default=None, metavar="URL", help="run as Spark tasks on this master")
     ap.add_argument("--tests-per-host", type=int, default=None, metavar="N",
-                    help="with Spark: at most N tests at once on a host (harness/campaign_task.py host_slot)")
+                    help="with Spark: at most N tests at once on a host (default: one per 2 of its cores; "
+                         "harness/campaign_task.py host_slot)")
     a = ap.parse_args()
     try:
         if a.runs < 1:

@@ -579,7 +579,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--master", default=None, metavar="URL",
                     help="run the campaigns as Spark tasks on this master (its executors must see /tmp)")
     ap.add_argument("--tests-per-host", type=int, default=None, metavar="N",
-                    help="with Spark: at most N tests at once on a host")
+                    help="with Spark: at most N tests at once on a host (default: one per 2 of its cores)")
     return ap.parse_args(argv)
 
 

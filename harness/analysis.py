@@ -187,7 +187,7 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     results["faults"] = fault_coverage(run.scan.nemesis)
     warnings = coverage_warnings(results["faults"])
     if test.get("mix_unplayed"):
-        warnings.append(f"the default mix's first round did not finish within twice the time limit: "
+        warnings.append(f"the default mix's first round did not finish before the workload's overtime ran out: "
                         f"{', '.join(test['mix_unplayed'])} never played")
     if warnings:
         results["warnings"] = warnings

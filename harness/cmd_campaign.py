@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--master-timeout", type=float, default=30.0, metavar="S",
                    help="seconds the master has to answer and give an executor (default 30)")
     p.add_argument("--tests-per-host", type=int, default=None, metavar="N",
-                   help="with --master: at most N tests at once on each host (default: the executors' cores)")
+                   help="with --master: at most N tests at once on each host (default: one per 2 of its cores)")
     p.add_argument("--ship-runs", action="store_true",
                    help="with --master: executors return run folders to the driver even if they see the campaign folder")
     p.add_argument("--tables", default=None, metavar="DIR",

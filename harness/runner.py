@@ -57,7 +57,7 @@ from contracts.history import HistoryWriter, clock_anchor
 from contracts.options import GeneralOptions
 from harness import interpreter, schedule_file
 from harness.analysis import check_run, render_outputs
-from harness.faults import ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
+from harness.faults import OWED_GRACE, ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
 from harness.options import DEFAULTS, SPEC, TestOptions, for_system, foreign, workload_of
 from harness.progress import Progress
 from nemesis.core import Nemesis
@@ -312,7 +312,8 @@ def observing(test: Test) -> Iterator[None]:
 
 def run_case(test: Test) -> None:
     """The workload and the fault schedule for `--time-limit` s (the workload longer while a
-    fault begun before then plays out, at most twice as long), the heal, then the workload's
+    fault begun before then plays out or the mix's first round is owed, at most
+    `harness.faults.OWED_GRACE` more time limits), the heal, then the workload's
     final phase: one generator on the interpreter (docs/harness.md "One test")."""
     o, wl = test.options, test.workload
     test.timings.lap("setup")
@@ -325,10 +326,11 @@ def run_case(test: Test) -> None:
     # no fault starts after the time limit but those the mix's first round still owes (each
     # trigger shape once) or a schedule file's actions (ScheduleGenerator.owes); the workload
     # goes on while a fault under way plays out (a story that began late reaches its trigger
-    # under load) or one is owed, at most another time limit in all
+    # under load) or one is owed, at most OWED_GRACE more time limits in all
     clients = gen.clients(gen.rate(o.rate, wl.generator()))
-    main = gen.any_of(gen.while_nemesis_busy(o.time_limit, o.time_limit, clients, owed=schedule.owes),
-                      gen.overtime(o.time_limit, o.time_limit, lambda _ctx: schedule.owes(), gen.nemesis(schedule)))
+    grace = OWED_GRACE * o.time_limit
+    main = gen.any_of(gen.while_nemesis_busy(o.time_limit, grace, clients, owed=schedule.owes),
+                      gen.overtime(o.time_limit, grace, lambda _ctx: schedule.owes(), gen.nemesis(schedule)))
     steps: list[Any] = [PhaseMark(test, "workload", "setup", o.time_limit), main,
                         PhaseMark(test, "heal", "workload"), gen.nemesis(gen.once(heal_op()))]
     final = wl.final_generator()

@@ -18,7 +18,11 @@ AlterPartitionRequest frames (the request and its retries wait in the network un
 goes). `Isolate` is `{"isolate": NODES}` (or a raw grudge added to one in force), `Heal` is
 `stop-partition`; `Stop`, `Kill`, `Start`, `Pause`, `Resume` are the Nemesis's faults,
 `CrashRestart` a `kill` then a `start`, `PowerLoss` a `power-loss` (LazyFS), `Wipe` a `wipe`
-(both kept `LOSSY_GAP_S` apart). `Sleep` sleeps its `seconds` (a zero one is the
+(both kept `LOSSY_GAP_S` apart). A fault that starts a node (start, power-loss, wipe) returns
+once the node accepts connections (`DB.wait_ready`, at most `READY_S`; the step's entry says
+how long, `ready_s`), so the waits and sleeps after it count from a live broker: a start
+takes 1-2 s on a quiet host and several on a loaded one, which a wait of a few seconds for
+the restarted node to rejoin must not pay for. `Sleep` sleeps its `seconds` (a zero one is the
 simulation's only); `Repeat` plays `times`, `OneOf` its first alternative; a `Wait` polls
 (every `POLL_S`) the partition's view or the nodes: `Committed` with ListOffsets,
 `Held` with the frame rule's packet counter, `Live` with the controller's broker list;
@@ -50,6 +54,7 @@ from typing import Any
 from broker.triggers import ALIASES, TRIGGERS, Trigger
 from broker.triggers import steps as S
 from broker.triggers.steps import CONTROLLER, FOLLOWERS, HEALED, LEADER
+from clusters.node import NodeError
 from nemesis.core import FaultOp, Nemesis
 from nemesis.lazyfs.hook import LazyFSOptions, install_power_loss
 from nemesis.schedule import FaultPackage
@@ -60,6 +65,7 @@ POLL_S = 0.2
 TIME_SCALE = 1.0  # multiplies every wait's bound (tests of the step logic shrink it)
 LOSSY_GAP_S = 12.5  # a lossy fault waits this long after the previous one (checkers.lossy's 12 s rule)
 HEALED_S = 30.0  # how long a story that ran to its end waits for the partition to heal
+READY_S = 30.0  # how long a fault that starts a node waits for it to accept connections
 
 # packets this long carry records; requests, empty answers, errors and pings are shorter
 # (an answer with one small batch is about 200 bytes: for a backlog of hundreds of records only)
@@ -168,7 +174,10 @@ class Story:
 
     def fault(self, f: str, value: Any = None) -> dict[str, Any]:
         ev = self.nem.invoke(FaultOp(f, value))
-        self.steps.append({"fault": f, "value": ev["value"]})
+        entry = {"fault": f, "value": ev["value"]}
+        if f in ("start", "power-loss", "wipe"):
+            entry["ready_s"] = self.ready(ev["value"]["nodes"])
+        self.steps.append(entry)
         if f == "start-partition":
             self.partitioned = True
         elif f == "stop-partition":
@@ -182,6 +191,18 @@ class Story:
         elif f == "resume":
             self.paused = [n for n in self.paused if n not in ev["value"]["nodes"]]
         return ev
+
+    def ready(self, nodes: Iterable[str]) -> float | None:
+        """Wait until each of `nodes` accepts connections (at most `READY_S` each); the
+        seconds it took, or None when one did not (the story goes on: its waits say more)."""
+        t0 = time.monotonic()
+        db = self.nem._need_db()
+        for n in nodes:
+            try:
+                db.wait_ready(self.nem.cluster.node(n), READY_S * TIME_SCALE)
+            except NodeError:
+                return None
+        return round(time.monotonic() - t0, 2)
 
     def space_lossy(self) -> None:
         """Before a story that will lose a replica's data (power loss, wipe): wait until

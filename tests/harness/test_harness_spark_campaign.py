@@ -114,6 +114,11 @@ def test_host_slots_cap_the_tests_at_once(tmp_path, monkeypatch):
         assert waited == 0.0 and not (tmp_path / "slots" / "slot-2.lock").exists()
 
 
+def test_the_default_cap_is_one_test_per_two_cores():
+    assert [campaign_task.default_cap(c) for c in (1, 2, 3, 4, 8)] == [1, 1, 1, 2, 4]
+    assert campaign_task.default_cap() >= 1
+
+
 # --------------------------------------------------------------------------- end to end
 
 CAMPAIGN = """
@@ -158,7 +163,9 @@ def test_campaign_on_two_workers_survives_a_killed_worker(tmp_path):
     out = tmp_path / "out"
     tasks_before = set(Path("/tmp").glob("wrack-task-*"))
     with standalone(workers=2, cores=1, memory="2g") as sc:
-        proc = subprocess.Popen([wrack_bin(), "campaign", str(f), "--out", str(out), "--master", sc.url, "--json"],
+        # two tests at once on this host (the default cap gives a 2-core host one)
+        proc = subprocess.Popen([wrack_bin(), "campaign", str(f), "--out", str(out), "--master", sc.url, "--json",
+                                 "--tests-per-host", "2"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         err: list[str] = []
         reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)

@@ -16,6 +16,7 @@ import pytest
 import suites
 from broker.triggers import TRIGGERS
 from broker.triggers.steps import Isolate, Roles, Stop, Trigger
+from clusters.node import NodeError
 from contracts.generator import NEMESIS_THREAD, Context
 from harness.faults import (
     MIX,
@@ -169,6 +170,9 @@ class ModelDB:
     def running(self, node: Any) -> bool:
         return node.name not in self.m.down
 
+    def wait_ready(self, node: Any, timeout: float = 30.0) -> None:
+        assert self.running(node)
+
 
 class Events(list):
     def append(self, ev: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
@@ -290,6 +294,28 @@ def test_hw_truncation_stops_leader_crash_restarts_the_new_one_and_starts_everyt
     assert ev[2]["value"]["spec"] == {"drop": {"n4": ["n3", "n2"], "n3": ["n4"]}}
     assert [s for s in steps(ev) if s[0] in ("b-elected", "c-elected")] == [("b-elected", True), ("c-elected", True)]
     assert not m.down and nem.killed == set()
+
+
+def test_a_restarted_node_is_awaited_before_the_next_step(monkeypatch):
+    """The steps after a start count from a live broker; one that never answers is said
+    (ready_s None) and the story goes on."""
+    m = Model()
+    nem, ev = model_nemesis(m)
+    asked = []
+    monkeypatch.setattr(ModelDB, "wait_ready", lambda self, node, timeout=30.0: asked.append(node.name))
+    nem.invoke(FaultOp("hw-truncation"))
+    played = ev[-1]["value"]["steps"]
+    assert asked == ["n3", "n2"]
+    assert [type(x["ready_s"]) for x in played if x.get("fault") == "start"] == [float, float]
+
+    def never(self: Any, node: Any, timeout: float = 30.0) -> None:
+        raise NodeError(f"{node.name}: wrack-broker exited")
+
+    monkeypatch.setattr(ModelDB, "wait_ready", never)
+    nem.invoke(FaultOp("hw-truncation"))
+    played = ev[-1]["value"]["steps"]
+    assert [x["ready_s"] for x in played if x.get("fault") == "start"] == [None, None]
+    assert "error" not in ev[-1]["value"]
 
 
 def test_leader_churn_changes_leader_three_times():
