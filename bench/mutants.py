@@ -614,7 +614,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mutants: {len(chosen)} to measure, {a.runs} round(s) of {','.join(twins)}, {a.sim_seeds} simulation "
           f"seeds; results in {a.out / 'results.jsonl'}; load average {loadavg()} at the start", file=sys.stderr)
     spark = bool(a.workers or a.master)
-    not_applied = on_spark(chosen, res, a, twins) if spark and a.campaign else {}
+    try:
+        not_applied = on_spark(chosen, res, a, twins) if spark and a.campaign else {}
+    except KeyboardInterrupt:
+        print(f"mutants: interrupted; the runs that ended are in {res.path} (run again to resume)", file=sys.stderr)
+        return 130
     rows = []
     for m in chosen:
         if spark:  # the simulations after the runs, one at a time
