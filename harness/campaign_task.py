@@ -125,6 +125,14 @@ def run_task(payload: dict[str, Any]) -> dict[str, Any]:
     attempt = ctx.attemptNumber() if ctx is not None else 0
     swept = _sweep()
     shared = payload.get("ship") != "driver" and sees_campaign(payload["cdir"], payload["token"])
+    # the slot first: a task killed while it waits (the campaign interrupted) leaves no folder
+    with host_slot(payload.get("per_host") or default_cap()) as waited:
+        return _in_slot(payload, attempt, swept, shared, waited)
+
+
+def _in_slot(payload: dict[str, Any], attempt: int, swept: list[str], shared: bool, waited: float
+             ) -> dict[str, Any]:
+    """The task's test, once it holds one of the host's test slots."""
     work = Path(tempfile.mkdtemp(prefix="wrack-task-"))
     try:
         options = dict(payload["options"])
@@ -133,7 +141,7 @@ def run_task(payload: dict[str, Any]) -> dict[str, Any]:
         inp, outp = work / "in.json", work / "out.json"
         campaign = {**payload["campaign"], "attempt": attempt}
         inp.write_text(json.dumps({"options": options, "campaign": campaign, "tag": payload["tag"]}))
-        code, wall, waited = _run_child(work, payload)
+        code, wall = _run_child(work, payload)
         out: dict[str, Any] = json.loads(outp.read_text()) if outp.exists() else {
             "run_dir": None, "results": None, "exit_code": code,
             "error": f"test process exited {code}: {_tail(work / 'child.log')}"}
@@ -148,11 +156,10 @@ def run_task(payload: dict[str, Any]) -> dict[str, Any]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_child(work: Path, payload: dict[str, Any]) -> tuple[int, float, float]:
-    """The test process on `work`'s in.json and out.json, in one of the host's test slots:
-    (its exit code, its seconds, the seconds waited for the slot)."""
+def _run_child(work: Path, payload: dict[str, Any]) -> tuple[int, float]:
+    """The test process on `work`'s in.json and out.json: (its exit code, its seconds)."""
     parent = os.getpid()
-    with host_slot(payload.get("per_host") or default_cap()) as waited, open(work / "child.log", "wb") as log:
+    with open(work / "child.log", "wb") as log:
         p = subprocess.Popen([sys.executable, "-m", "harness.campaign_task", str(work / "in.json"),
                               str(work / "out.json")],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -160,7 +167,7 @@ def _run_child(work: Path, payload: dict[str, Any]) -> tuple[int, float, float]:
                              env={**os.environ, "PYTHONWARNINGS": "ignore", OWNER_ENV: payload["tag"]})
         t0 = time.monotonic()
         code = p.wait()
-        return code, round(time.monotonic() - t0, 3), waited
+        return code, round(time.monotonic() - t0, 3)
 
 
 def _tail(path: Path, n: int = 400) -> str:
