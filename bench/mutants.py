@@ -67,7 +67,8 @@ sys.path.insert(0, str(ROOT))  # before bench/: the Spark path imports the harne
 CATALOGUE = ROOT / "bench" / "mutants"
 LOCK = "/tmp/wrack-e2e.lock"
 EXIT_BAD_INPUT = 254
-TWINS: dict[str, list[str]] = {"default": [], "txn": ["--txn-p", "0.5"], "idem": ["--idempotence"]}
+# each twin's `wrack test` options beyond the defaults (TestOptions fields; `twin_flags` spells them)
+TWINS: dict[str, dict[str, Any]] = {"default": {}, "txn": {"txn_p": 0.5}, "idem": {"idempotence": True}}
 CONTROL = "control"
 
 
@@ -197,14 +198,27 @@ def simulate(copy: Path, seeds: int) -> dict[str, Any]:
             "error": None if last else (p.stderr.strip().splitlines() or ["no summary"])[-1][:300]}
 
 
+def twin_seed(rnd: int, twin: str) -> int:
+    """The seed of round `rnd`'s run of `twin` (the same on every path and every invocation)."""
+    return 1000 + 10 * rnd + list(TWINS).index(twin)
+
+
+def twin_flags(options: dict[str, Any]) -> list[str]:
+    """`wrack test` flags for `options` ({"txn_p": 0.5, "idempotence": True} -> --txn-p 0.5 --idempotence)."""
+    out: list[str] = []
+    for k, v in options.items():
+        out += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+    return out
+
+
 def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argparse.Namespace) -> dict[str, Any]:
     """One `wrack test` of `twin` on the mutated broker, under the machine's cluster lock."""
-    seed = 1000 + 10 * rnd + list(TWINS).index(twin)
+    seed = twin_seed(rnd, twin)
     name = f"{m.name}-r{rnd}-{twin}"
     lock = ["flock", LOCK] if a.lock_scope == "run" else []  # "mutant": the campaign holds it (`holding`)
     argv = [*lock, str(Path(sys.executable).parent / "wrack"), "test", "--quiet", "--json",
             "--results", str(out / "runs"), "--name", name, "--seed", str(seed), "--no-data",
-            "--broker-command", str(launcher), *TWINS[twin]]
+            "--broker-command", str(launcher), *twin_flags(TWINS[twin])]
     if a.time_limit:
         argv += ["--time-limit", str(a.time_limit)]
     t0 = time.monotonic()
@@ -291,17 +305,10 @@ def holding(path: str | None) -> Iterator[None]:
 
 
 def _rounds_left(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) -> bool:
-    runs = res.runs(m.name)
-    for rnd in range(1, a.runs + 1):
-        done = {r["twin"]: r for r in runs if r["round"] == rnd}
-        if not a.all_twins and any(r["verdict"] == "invalid" for r in done.values()):
-            continue
-        if any(t not in done for t in twins):
-            return True
-    return False
+    return any(_owed(m, res, a, t) for t in twins)
 
 
-def _owed(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str], twin: str) -> list[int]:
+def _owed(m: Mutant, res: Results, a: argparse.Namespace, twin: str) -> list[int]:
     """The rounds of `m` that still owe `twin` a run: not caught by an earlier run, `twin`
     not yet run (every twin with `--all-twins`)."""
     out = []
@@ -313,9 +320,6 @@ def _owed(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str], twin
 
 
 # ---------------------------------------------------------------- on Spark
-TWIN_OPTIONS: dict[str, dict[str, Any]] = {"default": {}, "txn": {"txn_p": 0.5}, "idem": {"idempotence": True}}
-
-
 def on_spark(chosen: list[Mutant], res: Results, a: argparse.Namespace, twins: list[str]) -> dict[str, str]:
     """The default campaigns of `chosen` as Spark tasks (`--workers N` started on this host,
     or `--master URL` whose executors see this host's /tmp): one campaign per twin, in the
@@ -341,7 +345,7 @@ def on_spark(chosen: list[Mutant], res: Results, a: argparse.Namespace, twins: l
         master = cluster.url if cluster is not None else a.master
         print(f"mutants: on Spark {master}", file=sys.stderr, flush=True)
         for twin in twins:
-            owed = [(m, rnd) for m in chosen if m.name in launchers for rnd in _owed(m, res, a, twins, twin)]
+            owed = [(m, rnd) for m in chosen if m.name in launchers for rnd in _owed(m, res, a, twin)]
             if owed:
                 twin_campaign(owed, twin, launchers, master, res, a)
     return not_applied
@@ -358,8 +362,8 @@ def twin_campaign(owed: list[tuple[Mutant, int]], twin: str, launchers: dict[str
 
     where: dict[str, tuple[Mutant, int, int]] = {}
     for m, rnd in owed:
-        seed = 1000 + 10 * rnd + list(TWINS).index(twin)
-        cell = C.Cell({"broker_command": [str(launchers[m.name])], "seed": seed, **TWIN_OPTIONS[twin]}, "invalid")
+        seed = twin_seed(rnd, twin)
+        cell = C.Cell({"broker_command": [str(launchers[m.name])], "seed": seed, **TWINS[twin]}, "invalid")
         where[cell.key] = (m, rnd, seed)
     spec = C.CampaignSpec(f"mutants-{twin}", {"backend": "local", "collect_data": False},
                           [C.Cell(json.loads(k), "invalid") for k in where])
@@ -619,13 +623,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"mutants: interrupted; the runs that ended are in {res.path} (run again to resume)", file=sys.stderr)
         return 130
-    rows = []
-    for m in chosen:
-        if spark:  # the simulations after the runs, one at a time
-            a_sim = argparse.Namespace(**{**vars(a), "campaign": False})
-            rows.append(summarize(m, res, a, not_applied.get(m.name) or measure(m, res, a_sim, twins)))
-        else:
-            rows.append(summarize(m, res, a, measure(m, res, a, twins)))
+    # on Spark the runs are done: what is left per mutant is its simulation, one at a time
+    a_measure = argparse.Namespace(**{**vars(a), "campaign": False}) if spark else a
+    rows = [summarize(m, res, a, not_applied.get(m.name) or measure(m, res, a_measure, twins)) for m in chosen]
     t = totals(rows, a.runs)
     print_table(rows, t)
     if a.markdown:

@@ -94,7 +94,7 @@ def default_cap(cores: int | None = None) -> int:
 def host_slot(cap: int | None) -> Iterator[float]:
     """With a cap, hold one of this host's `cap` test slots (flock on SLOTS/slot-I.lock, shared
     by every campaign on the host) for the `with` block, waiting for one to be free; yields
-    the seconds waited. Without one, nothing is held (the executors' cores are the cap)."""
+    the seconds waited. Without one, nothing is held (a task always has one: `default_cap`)."""
     if not cap:
         yield 0.0
         return
