@@ -349,7 +349,7 @@ def run_case(test: Test) -> None:
     test.timings.lap("final" if final is not None else "heal")
     test.record["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
     test.record["workload_summary"] = wl.summary()
-    # owed packages that never began: the time limit's second half ran out first (the verdict's
+    # owed packages that never began: the overtime (OWED_GRACE time limits) ran out first (the verdict's
     # warnings say so); one begun just before it ended its turn after the workload phase
     played = {a.package for a in test.recorder.actions} if test.recorder is not None else set()
     if unplayed := sorted(schedule.owed - played):
