@@ -392,11 +392,15 @@ def twin_campaign(owed: list[tuple[Mutant, int]], twin: str, launchers: dict[str
 
 
 # ---------------------------------------------------------------- the table
-def summarize(m: Mutant, res: Results, a: argparse.Namespace, not_applied: str | None) -> dict[str, Any]:
-    """The row of `m`: rounds caught, times to the first anomaly, anomaly types, simulation."""
+def summarize(m: Mutant, res: Results, a: argparse.Namespace, not_applied: str | None,
+              twins: list[str]) -> dict[str, Any]:
+    """The row of `m`: rounds caught of its complete rounds (caught, or every twin of `twins`
+    run), rounds begun but not complete (`pending`), times to the first anomaly, anomaly
+    types, simulation."""
     runs = [r for r in res.runs(m.name) if r["round"] <= a.runs]
-    rounds = sorted({r["round"] for r in runs})
-    caught = [rnd for rnd in rounds if any(r["verdict"] == "invalid" for r in runs if r["round"] == rnd)]
+    begun = sorted({r["round"] for r in runs})
+    caught = [rnd for rnd in begun if any(r["verdict"] == "invalid" for r in runs if r["round"] == rnd)]
+    rounds = [rnd for rnd in begun if rnd in caught or set(twins) <= {r["twin"] for r in runs if r["round"] == rnd}]
     firsts = []
     for rnd in caught:
         hit = min((r for r in runs if r["round"] == rnd and r["verdict"] == "invalid"),
@@ -405,7 +409,7 @@ def summarize(m: Mutant, res: Results, a: argparse.Namespace, not_applied: str |
             firsts.append(hit["first_anomaly_s"])
     sim = res.sim(m.name, a.sim_seeds)
     return {"mutant": m.name, "area": m.area, "equivalent": m.equivalent is not None, "rounds": len(rounds),
-            "caught": len(caught), "first_anomaly_s": statistics.median(firsts) if firsts else None,
+            "pending": len(begun) - len(rounds), "caught": len(caught), "first_anomaly_s": statistics.median(firsts) if firsts else None,
             "by_twin": sorted({r["twin"] for r in runs if r["verdict"] == "invalid"}, key=list(TWINS).index),
             "anomaly_types": sorted({t for r in runs if r["verdict"] == "invalid" for t in r["anomaly_types"]}),
             "errors": sum(r["verdict"] in ("crashed", "unknown") for r in runs),
@@ -457,7 +461,11 @@ def markdown(rows: list[dict[str, Any]], t: dict[str, Any]) -> str:
         if r["equivalent"]:
             continue
         sim = f"{r['sim_failed']}/{r['sim_seeds']}" if r["sim_seeds"] else "-"
-        out.append(f"| `{r['mutant']}` | {r['area']} | {r['caught']}/{r['rounds']} | {fmt(r['first_anomaly_s'])} | "
+        pending = f" (+{r['pending']} begun)" if r["pending"] else ""
+        if not r["rounds"] and not r["pending"]:
+            out.append(f"| `{r['mutant']}` | {r['area']} | not run yet | | | | - | {r['resembles']} |")
+            continue
+        out.append(f"| `{r['mutant']}` | {r['area']} | {r['caught']}/{r['rounds']}{pending} | {fmt(r['first_anomaly_s'])} | "
                    f"{', '.join(r['by_twin']) or '-'} | {', '.join(r['anomaly_types']) or '-'} | {sim} | "
                    f"{r['resembles']} |")
     out.append("")
@@ -625,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     # on Spark the runs are done: what is left per mutant is its simulation, one at a time
     a_measure = argparse.Namespace(**{**vars(a), "campaign": False}) if spark else a
-    rows = [summarize(m, res, a, not_applied.get(m.name) or measure(m, res, a_measure, twins)) for m in chosen]
+    rows = [summarize(m, res, a, not_applied.get(m.name) or measure(m, res, a_measure, twins), twins) for m in chosen]
     t = totals(rows, a.runs)
     print_table(rows, t)
     if a.markdown:

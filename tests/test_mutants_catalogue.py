@@ -64,3 +64,21 @@ def test_a_round_owes_a_twin_until_an_earlier_twin_caught_it(tmp_path):
     a.all_twins = True
     assert mutants._owed(m, res, a, "idem") == [1, 2, 3]
     assert mutants.Results(tmp_path).runs("m") == res.runs("m")  # resumed from results.jsonl
+
+
+def test_a_round_counts_once_caught_or_every_twin_ran(tmp_path):
+    """The table's rounds are the complete ones: a round whose default test was valid and whose
+    twins have not run yet is pending, not missed."""
+    res = mutants.Results(tmp_path)
+    m = mutants.Mutant("m", "wire", "KIP-1", None, "")
+    for rnd, twin, verdict, first in ((1, "default", "valid", None), (1, "txn", "invalid", 12.0),
+                                      (2, "default", "valid", None), (2, "txn", "valid", None),
+                                      (2, "idem", "valid", None), (3, "default", "valid", None)):
+        res.add({"kind": "run", "mutant": "m", "round": rnd, "twin": twin, "verdict": verdict,
+                 "first_anomaly_s": first, "anomaly_types": ["lost-write"] if first else [], "wall_s": 1.0})
+    a = mutants.parse(["--out", str(tmp_path), "--no-sim"])
+    row = mutants.summarize(m, res, a, None, list(mutants.TWINS))
+    assert (row["caught"], row["rounds"], row["pending"]) == (1, 2, 1)
+    assert row["by_twin"] == ["txn"] and row["first_anomaly_s"] == 12.0
+    assert mutants.totals([row], 3)["measured"] == 0  # not yet 3 complete rounds
+    assert "1/2 (+1 begun)" in mutants.markdown([row], mutants.totals([row], 3))
