@@ -1,7 +1,9 @@
 """The bug triggers: one definition each, played by the simulation and on real nodes.
 
 Each `Trigger` brings back one safeguard's historical bug when that safeguard is off
-(broker/core/safeguards.py) and must lose nothing with it on. Its timings are those tuned
+(broker/core/safeguards.py) and must lose nothing with it on; one without a safeguard
+(`lagging-follower-in-isr`) is a trigger shape for bugs nobody planted and must lose
+nothing on the broker as it is. Its timings are those tuned
 on real clusters (replica.lag.time.max.ms 6 s, broker session 9 s, a stalled link's 3 s
 timeout); `sim=` ranges are what the simulation draws from instead (its random runs explore
 interleavings: docs/broker-replication.md). Names: `TRIGGERS` by name, `ALIASES` the names
@@ -244,9 +246,34 @@ UNCLEAN_CANDIDATES = Trigger(
     ),
     aliases=("unclean-election",))
 
+LAGGING_FOLLOWER_IN_ISR = Trigger(
+    "lagging-follower-in-isr", None,
+    "Premature ISR expansion (the kind of KAFKA-4485; no safeguard brings it back: a trigger "
+    "shape for bugs nobody planted). Follower C is cut off from the leader and stopped, so it "
+    "leaves the ISR within the leader's epoch, and writes go on without it; C restarts and "
+    "its fetches reach the leader again, but answers carrying records are dropped, so it "
+    "cannot catch up. A follower joins the ISR only once it has reached the high watermark: "
+    "C stays out. If C is in the ISR, the leader and B stop and C, lacking committed writes, "
+    "is elected.",
+    Roles(followers=("b", "c")),
+    (
+        Drop({"c": (LEADER,)}),
+        Stop("c"),
+        Wait("c-out-of-isr", NotInIsr("c"), 8),
+        # C is down: its log end cannot be read (`Committed`), so writes go on for a while
+        Sleep("writes-without-c", 2.0, sim=(0.5, 2.0)),
+        # RECORDS: C's fetch requests and the small answers pass, those with records do not
+        Drop({"c": (LEADER,)}, only=RECORDS, replace=True),
+        Start("c"),
+        If(Wait("c-in-isr", InIsr("c"), 8, bug_only=True, sim_timeout=9),
+           Stop((LEADER, "b")),
+           Wait("c-elected", LeaderIs("c"), 20, on_fail=GO_ON),
+           Sleep("c-leads", 1.0, sim=(0.0, 1.0))),
+    ))
+
 TRIGGERS: dict[str, Trigger] = {t.name: t for t in (
     LAST_REPLICA_STANDING, HW_TRUNCATION, STALE_HWM_LEADER, WIPE_DURING_EXPANSION, STALE_ALTER_PARTITION,
-    LEADER_CHURN, UNCLEAN_CANDIDATES)}
+    LEADER_CHURN, UNCLEAN_CANDIDATES, LAGGING_FOLLOWER_IN_ISR)}
 ALIASES: dict[str, str] = {a: t.name for t in TRIGGERS.values() for a in t.aliases}
 
 

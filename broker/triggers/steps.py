@@ -372,12 +372,13 @@ class Roles:
 @dataclass(frozen=True)
 class Trigger:
     """One bug's trigger: its name (one name everywhere), the safeguard whose bug it brings
-    back, the roles it needs and its steps. `aliases`: names it had before (still accepted).
-    `min_isr`: it bites only with min.insync.replicas >= this; `unsynced`: only if the
-    flush policy ever leaves data unsynced."""
+    back (None: a trigger shape no safeguard brings a bug back to, played for bugs nobody
+    planted), the roles it needs and its steps. `aliases`: names it had before (still
+    accepted). `min_isr`: it bites only with min.insync.replicas >= this; `unsynced`: only if
+    the flush policy ever leaves data unsynced."""
 
     name: str
-    safeguard: str
+    safeguard: str | None
     summary: str
     roles: Roles
     steps: tuple[Step, ...]

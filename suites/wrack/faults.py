@@ -9,8 +9,8 @@ partitions and controller quorum, found through the cluster's metadata at the mo
   (`nemesis.targets` role `lone-leader`: the ELR's case), else one at random;
 - `kill-controller` / `partition-controller`: the same for the active controller's node;
 - the fault stories of `suites.wrack.stories` (lrs, hw-truncation, leso, wipe-follower,
-  stale-alter-partition, unclean-candidates, leader-churn), each aimed at one of the
-  workload's partitions;
+  stale-alter-partition, unclean-candidates, lagging-follower-in-isr, leader-churn), each
+  aimed at one of the workload's partitions;
 - `client-path` (nemesis/clientpath.py: the Kafka-aware proxy between the clients and the
   brokers delays, drops, duplicates or reorders Produce, Fetch, EndTxn, AddPartitionsToTxn,
   InitProducerId and OffsetCommit requests or answers), and `client-path-TYPE` for one
@@ -22,7 +22,7 @@ partitions and controller quorum, found through the cluster's metadata at the mo
   the transaction markers held in the network, a client's transactional producer fenced;
 - `flaky-net` (nemesis/flakynet.py): lossy and slow links between the nodes.
 
-`MIX` (what `--nemesis mix`, the default, stands for): six stories with the generic
+`MIX` (what `--nemesis mix`, the default, stands for): seven stories with the generic
 packages and those above, played by `nemesis.layers.layered`: each package in turn
 (`nemesis.schedule.rotation`, a random order per round, about a quarter of the time
 fault-free; first, in a random order, the trigger shapes of tier 0: the stories, the
@@ -54,12 +54,14 @@ from suites.wrack.leadercut import install_leader_cut
 from suites.wrack.stories import STORIES, story_package
 
 # the stories that reach their trigger on wrack-broker (unclean-candidates: every ISR member
-# killed while a follower is out of it), then generic faults; leader-churn is left out
+# killed while a follower is out of it; lagging-follower-in-isr: a shape no safeguard brings
+# back, elected as soon as a lagging follower is let into the ISR), then generic faults; leader-churn is left out
 # (docs/nemesis.md "Fault stories": no bug found with it alone, and it left partitions
 # without a full ISR 30 s after the heal)
 # the ISR-shrinking leader cut (partition-leader), the coordinator's faults, the client
 # path's and the network's (issue 25: every trigger shape the nemeses know)
-MIX = ("lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition", "unclean-candidates", "kill-leader",
+MIX = ("lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition", "unclean-candidates",
+       "lagging-follower-in-isr", "kill-leader",
        "partition", "kill",
        "partition-leader", "txn-coordinator", "delay-markers", "retry-failover", "flaky-net", "client-path",
        "fence-producer")

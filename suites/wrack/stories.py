@@ -523,10 +523,11 @@ def install_stories(nemesis: Nemesis, pick: Callable[[Any], Sequence[TP]], names
 # stories that reach their trigger on wrack-broker go first in a rotation round (tier 0);
 # the others (docs/nemesis.md "Fault stories": how far they go) with the generic packages
 STORY_TIERS = {"last-replica-standing": 0, "hw-truncation": 0, "stale-hwm-leader": 0, "wipe-during-expansion": 0,
-               "stale-alter-partition": 0, "unclean-candidates": 0, "leader-churn": 1}
+               "stale-alter-partition": 0, "unclean-candidates": 0, "lagging-follower-in-isr": 0, "leader-churn": 1}
 # each story's band in the plots, the timeline and the report (trigger name -> colour)
 STORY_COLORS = {"last-replica-standing": "#B07AD8", "hw-truncation": "#E98A4F", "stale-hwm-leader": "#6FB7D9",
-                "wipe-during-expansion": "#8FBF6A", "stale-alter-partition": "#D9C46F", "leader-churn": "#E96F8A"}
+                "wipe-during-expansion": "#8FBF6A", "stale-alter-partition": "#D9C46F", "leader-churn": "#E96F8A",
+                "lagging-follower-in-isr": "#5FBFA8"}
 STORY_COLOR = "#C0A0D0"  # a story without a colour of its own in STORY_COLORS
 
 

@@ -370,10 +370,10 @@ def test_rotation_plays_stories_first_in_each_round():
     stories_in_mix = {p.name: p.tier for p in fault_packages([MIX], WRACK, TOPICS) if p.name in TRIGGERS}
     assert stories_in_mix == dict.fromkeys(("last-replica-standing", "hw-truncation", "stale-hwm-leader",
                                             "wipe-during-expansion", "stale-alter-partition",
-                                            "unclean-candidates"), 0)
+                                            "unclean-candidates", "lagging-follower-in-isr"), 0)
     # the mix's old names, with two generic packages (tier 1): each round plays the stories first
     pkgs = fault_packages(["lrs", "hw-truncation", "leso", "wipe-follower", "stale-alter-partition", "unclean-candidates",
-                           "kill", "partition"], WRACK, TOPICS)
+                           "lagging-follower-in-isr", "kill", "partition"], WRACK, TOPICS)
     ops = [op for _, op in islice(rotation(pkgs, 10.0, random.Random(9)), 200)]
     starts = [op.f for op in ops if not (op.f in ("start", "stop-partition") and op.value in ("all", None))]
     n = len(pkgs)
