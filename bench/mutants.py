@@ -230,6 +230,8 @@ def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argpa
     if line is None:
         row.update(verdict="crashed", anomaly_types=[], error=(p.stderr.strip().splitlines() or ["no output"])[-1][:300])
         return row
+    if line.get("error") == "interrupted":  # not a result: the run was cut short (SIGINT to it)
+        raise KeyboardInterrupt
     res = _read_json(Path(line["run"]) / "results.json")
     t = res.get("first_anomaly_time")
     row.update(verdict=line["verdict"], anomaly_types=line.get("anomaly_types", []), run=line["run"],
@@ -369,6 +371,8 @@ def twin_campaign(owed: list[tuple[Mutant, int]], twin: str, launchers: dict[str
                           [C.Cell(json.loads(k), "invalid") for k in where])
 
     def on_run(cell: Any, rep: int, rec: dict[str, Any]) -> None:
+        if rec.get("error") == "interrupted":  # not a result: the run was cut short
+            return
         m, rnd, seed = where[cell.key]
         t = rec.get("first_anomaly_time")
         row = {"kind": "run", "mutant": m.name, "round": rnd, "twin": twin, "seed": seed,
@@ -628,12 +632,13 @@ def main(argv: list[str] | None = None) -> int:
     spark = bool(a.workers or a.master)
     try:
         not_applied = on_spark(chosen, res, a, twins) if spark and a.campaign else {}
+        # on Spark the runs are done: what is left per mutant is its simulation, one at a time
+        a_measure = argparse.Namespace(**{**vars(a), "campaign": False}) if spark else a
+        rows = [summarize(m, res, a, not_applied.get(m.name) or measure(m, res, a_measure, twins), twins)
+                for m in chosen]
     except KeyboardInterrupt:
         print(f"mutants: interrupted; the runs that ended are in {res.path} (run again to resume)", file=sys.stderr)
         return 130
-    # on Spark the runs are done: what is left per mutant is its simulation, one at a time
-    a_measure = argparse.Namespace(**{**vars(a), "campaign": False}) if spark else a
-    rows = [summarize(m, res, a, not_applied.get(m.name) or measure(m, res, a_measure, twins), twins) for m in chosen]
     t = totals(rows, a.runs)
     print_table(rows, t)
     if a.markdown:

@@ -112,7 +112,7 @@ class RunInputs:
         self.scan = HistoryScan(self.history_path)
         self.test, self.options, self.system, self.keys = test, options, system, keys
         self.time_limit = time_limit
-        self.incomplete = not test or test.get("end") is None
+        self.incomplete = stopped_early(test)
 
     def events(self) -> HistoryScan:
         return self.scan
@@ -122,6 +122,16 @@ class RunInputs:
         self.scan.drain()  # raises InputError for a malformed history
         return self.system.loss_rules(RunFacts(self.options, self.scan.nemesis, self.keys, self.incomplete,
                                                self.run_dir, self.test))
+
+
+def stopped_early(test: Mapping[str, Any]) -> bool:
+    """Whether the run stopped before its read-back ended, so that an acknowledged record may
+    just not have been polled: no end recorded (the harness was killed), or an error
+    (interrupted, a crash) before the last phase (`final`, or `heal` for a workload without
+    a read-back) was timed."""
+    if not test or test.get("end") is None:
+        return True
+    return bool(test.get("error")) and not {"final", "heal"} & set(test.get("timings") or {})
 
 
 class WorkloadCheck:
