@@ -471,24 +471,42 @@ def result_anomaly_rows(run_id: str, results: Any, source: str = "results.json",
             out.append({
                 "run_id": run_id, "source": source, "type": str(typ), "allowed": typ in allowed,
                 "key": _key(d.get("key")), "value": _int_or_none(d.get("value")), "op_index": idx,
-                "time": op_time(idx) if op_time and idx is not None else _int_or_none(d.get("time")),
+                "time": witnessed_time(d, op_time) if op_time and idx is not None else _int_or_none(d.get("time")),
                 "detail": json.dumps(ex, default=str),
             })
     return out
 
 
+_OP_FIELDS = ("op", "index", "writer", "reader", "ops", "indices")
+
+
+def _op_ref(v: Any) -> int | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, dict) and isinstance(v.get("index"), int):
+        return v["index"]
+    return None
+
+
+def example_op_indices(ex: dict[str, Any]) -> list[int]:
+    """The indices of every op an anomaly example names, in the order it names them."""
+    out = []
+    for k in _OP_FIELDS:
+        v = ex.get(k)
+        for x in v if isinstance(v, list) else [v]:
+            if (i := _op_ref(x)) is not None:
+                out.append(i)
+    return out
+
+
 def example_op_index(ex: dict[str, Any]) -> int | None:
     """The index of the op an anomaly example is about (first of the ops it names)."""
-    for k in ("op", "index", "writer", "reader", "ops", "indices"):
-        v = ex.get(k)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-        if isinstance(v, dict) and isinstance(v.get("index"), int):
-            return v["index"]
-        if isinstance(v, list) and v:
-            first = v[0]
-            if isinstance(first, int) and not isinstance(first, bool):
-                return first
-            if isinstance(first, dict) and isinstance(first.get("index"), int):
-                return first["index"]
-    return None
+    ops = example_op_indices(ex)
+    return ops[0] if ops else None
+
+
+def witnessed_time(ex: dict[str, Any], op_time: Callable[[int], int | None]) -> int | None:
+    """When the history witnessed an anomaly example: the time of the last of the ops it
+    names (as the queue checker's `first_anomaly_time`); None if none has a time."""
+    times = [t for i in example_op_indices(ex) if (t := op_time(i)) is not None]
+    return max(times) if times else None

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from contracts.errors import InputError
 from pipeline import store
-from pipeline.extract import HistoryStats, example_op_index, read_history, result_anomaly_rows, runs_row
+from pipeline.extract import HistoryStats, example_op_indices, read_history, result_anomaly_rows, runs_row
 from pipeline.runfolders import find_runs, read_json
 from pipeline.schemas import OPS
 from pipeline.tasks import one_each
@@ -63,9 +63,8 @@ def ingest_run(run_id: str, path: str, ops_path: str) -> dict[str, Any]:
     if isinstance(results, dict) and isinstance(results.get("anomalies"), dict):
         for exs in results["anomalies"].values():
             for ex in exs if isinstance(exs, list) else [exs]:
-                i = example_op_index(ex) if isinstance(ex, dict) else None
-                if i is not None:
-                    want.add(i)
+                if isinstance(ex, dict):
+                    want.update(example_op_indices(ex))
     stats = HistoryStats()
     hist = os.path.join(path, "history.jsonl")
     tmp = os.path.join(os.path.dirname(ops_path), "." + os.path.basename(ops_path) + ".tmp")

@@ -153,19 +153,24 @@ def finish(qp: QueuePass, *, ww_deps: bool, timed_out: bool = False, stats: bool
 
 
 def first_anomaly_time(anomalies: dict[str, list[dict[str, Any]]], table: OpTable) -> int | None:
-    """When the history first witnessed an anomaly: the earliest time among the ops the
-    examples cite (`ops`), each op at the time of the event that names it (its completion;
-    its invoke if it never completed). History time, ns since the workload started; None
-    without examples. Only the examples kept (`max_examples` per type) are looked at."""
+    """When the history first witnessed an anomaly: an example is witnessed once the last of
+    the ops it cites (`ops`) has happened (a lost write at the read that skipped it, not at
+    its send), each op at the time of the event that names it (its completion; its invoke if
+    it never completed); the earliest example's time. History time, ns since the workload
+    started; None without examples. Only the examples kept (`max_examples` per type) are
+    looked at."""
     # lazy: numpy takes ~60 ms; `wrack` imports this module at every start (cmd_check's POLICIES)
     import numpy as np
 
-    cited = {i for examples in anomalies.values() for ex in examples for i in ex.get("ops", ())}
-    if not cited:
+    examples = [list(ex.get("ops", ())) for exs in anomalies.values() for ex in exs if ex.get("ops")]
+    if not examples:
         return None
     cols = table.columns()
-    at = np.where(cols["done"], cols["t1"], cols["t0"])[np.isin(cols["index"], list(cited))]
-    return int(at.min()) if at.size else None
+    cited = np.isin(cols["index"], [i for ops in examples for i in ops])
+    at = dict(zip(cols["index"][cited].tolist(), np.where(cols["done"], cols["t1"], cols["t0"])[cited].tolist(),
+                  strict=True))
+    witnessed = [max(at[i] for i in ops if i in at) for ops in examples if any(i in at for i in ops)]
+    return int(min(witnessed)) if witnessed else None
 
 
 def _committed_info_ops(qp: QueuePass) -> set[int]:

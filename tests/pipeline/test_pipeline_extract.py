@@ -132,9 +132,11 @@ def test_result_examples_become_anomaly_rows():
     res = {"allowed": ["unseen"], "anomalies": {
         "lost-write": [{"ops": [5, 9], "key": "a", "value": 3, "explanation": "..."}],
         "unseen": [{"ops": [7], "key": "b", "count": 1, "values": [4]}]}}
-    rows = result_anomaly_rows("t/1", res, op_time={5: 50, 7: 70}.get)
+    rows = result_anomaly_rows("t/1", res, op_time={5: 50, 7: 70, 9: 90}.get)
+    # timed when the history witnessed it: the last op it names (the lost write's read, op 9)
     assert [(r["type"], r["key"], r["value"], r["op_index"], r["time"], r["allowed"]) for r in rows] == [
-        ("lost-write", "a", 3, 5, 50, False), ("unseen", "b", None, 7, 70, True)]
+        ("lost-write", "a", 3, 5, 90, False), ("unseen", "b", None, 7, 70, True)]
+    assert result_anomaly_rows("t/1", res, op_time={5: 50, 7: 70}.get)[0]["time"] == 50  # op 9 untimed
 
 
 def test_find_runs_skips_latest_links_and_counts_linked_runs_once(tmp_path):
