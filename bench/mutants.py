@@ -28,7 +28,7 @@ ends, and a later invocation with the same `--out` resumes: what is there is not
     .venv/bin/python bench/mutants.py --out /tmp/mutants [--mutants a,b] [--runs 3]
         [--twins default,txn,idem] [--sim-seeds 100] [--no-sim] [--no-campaign]
         [--time-limit S] [--all-twins] [--control] [--keep] [--lock-scope run|mutant]
-        [--markdown FILE] [--json] [--workers N | --master URL] [--tests-per-host N]
+        [--markdown FILE] [--json] [--workers N | --master URL] [--tests-per-host N] [--reanalyze]
 
 `--workers N` (a standalone Spark cluster of N 1-core workers started on this host and
 stopped at the end, harness/spark_standalone.py) or `--master URL` runs the real runs as
@@ -39,6 +39,8 @@ then the simulations, one at a time. Take the machine's cluster lock around the 
 invocation yourself (`flock /tmp/wrack-e2e.lock`). The campaign folders go under
 OUT/campaigns; only invalid runs' folders are kept (all with `--keep`).
 
+`--reanalyze` first checks the kept runs (the invalid ones) again with the current checkers
+and updates their rows (after a checker change, so that the table comes from one checker).
 `--control` adds the unmutated copy (`control`) to the measured set. Bad input (an unknown
 mutant or twin, a patch file without its header lines) is one line and exit 254. Nothing
 outside this script reads the catalogue: it measures the harness and never steers it.
@@ -169,6 +171,12 @@ class Results:
         self.rows.append(row)
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
+
+    def save(self) -> None:
+        """Rewrite the file from `rows` (after `reanalyze` changed some)."""
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
+        tmp.replace(self.path)
 
     def sim(self, mutant: str, seeds: int) -> dict[str, Any] | None:
         return next((r for r in self.rows if r["kind"] == "sim" and r["mutant"] == mutant and r["seeds"] == seeds), None)
@@ -319,6 +327,29 @@ def _owed(m: Mutant, res: Results, a: argparse.Namespace, twin: str) -> list[int
         if twin not in done and (a.all_twins or not any(r["verdict"] == "invalid" for r in done.values())):
             out.append(rnd)
     return out
+
+
+def reanalyze(res: Results, names: set[str]) -> int:
+    """Check the kept runs (the invalid ones) of the mutants `names` again with the current
+    checkers (`wrack analyze`) and update their rows' verdict, anomaly types and time to the
+    first anomaly (after a checker change: the table's figures then come from one checker).
+    Returns how many rows were checked again; a run whose folder is gone keeps its row."""
+    n = 0
+    for row in res.rows:
+        run = row.get("run")
+        if row.get("kind") != "run" or row["mutant"] not in names or not run or not Path(run, "history.jsonl").is_file():
+            continue
+        p = subprocess.run([str(Path(sys.executable).parent / "wrack"), "analyze", run, "--json"],
+                           capture_output=True, text=True, timeout=600, check=False)
+        line = next((json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")), None)
+        if line is None:
+            continue
+        t = _read_json(Path(run) / "results.json").get("first_anomaly_time")
+        row.update(verdict=line["verdict"], anomaly_types=line.get("anomaly_types", []),
+                   first_anomaly_s=None if t is None else round(t / 1e9, 1))
+        n += 1
+    res.save()
+    return n
 
 
 # ---------------------------------------------------------------- on Spark
@@ -591,6 +622,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--list", action="store_true", help="only list the catalogue")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the table as markdown to this file")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON lines too")
+    ap.add_argument("--reanalyze", action="store_true",
+                    help="first check the kept runs in OUT again with the current checkers (wrack analyze)")
     ap.add_argument("--workers", type=int, default=0, metavar="N",
                     help="run the campaigns as Spark tasks on N 1-core workers started on this host")
     ap.add_argument("--master", default=None, metavar="URL",
@@ -629,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
     res = Results(a.out)
     print(f"mutants: {len(chosen)} to measure, {a.runs} round(s) of {','.join(twins)}, {a.sim_seeds} simulation "
           f"seeds; results in {a.out / 'results.jsonl'}; load average {loadavg()} at the start", file=sys.stderr)
+    if a.reanalyze:
+        n = reanalyze(res, {m.name for m in chosen})
+        print(f"mutants: {n} kept run(s) checked again with the current checkers", file=sys.stderr)
     spark = bool(a.workers or a.master)
     try:
         not_applied = on_spark(chosen, res, a, twins) if spark and a.campaign else {}

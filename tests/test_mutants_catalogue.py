@@ -82,3 +82,27 @@ def test_a_round_counts_once_caught_or_every_twin_ran(tmp_path):
     assert row["by_twin"] == ["txn"] and row["first_anomaly_s"] == 12.0
     assert mutants.totals([row], 3)["measured"] == 0  # not yet 3 complete rounds
     assert "1/2 (+1 begun)" in mutants.markdown([row], mutants.totals([row], 3))
+
+
+def test_reanalyze_checks_a_kept_run_again_and_updates_its_row(tmp_path):
+    """A kept run's row takes the current checkers' verdict and time to the first anomaly."""
+    from contracts import store
+    from contracts.history import clock_anchor, write_history
+    run = store.new_run(tmp_path / "runs", "m-r1-default")
+    store.write_json(run / "test.json", {
+        "name": "m", "start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:01:00+00:00",
+        "options": {"workload": "queue", "acks": "all", "nodes": 3, "rf": 3, "min_isr": 2, "topics": 1,
+                    "partitions": 1, "nemesis": [], "safeguards_off": [], "flush_policy": "none"},
+        "timings": {"final": 1.0}, "history_start": clock_anchor(5_000_000_000)})
+    evs = [{"process": 1, "type": "invoke", "f": "send", "value": [["send", "k", 7]]},
+           {"process": 1, "type": "ok", "f": "send", "value": [["send", "k", [0, 7]]]}]  # never read: unseen
+    write_history(run / "history.jsonl", [{**e, "time": (i + 1) * 10**9} for i, e in enumerate(evs)])
+    res = mutants.Results(tmp_path)
+    res.add({"kind": "run", "mutant": "m", "round": 1, "twin": "default", "verdict": "valid", "anomaly_types": [],
+             "first_anomaly_s": None, "run": str(run)})
+    res.add({"kind": "run", "mutant": "m", "round": 2, "twin": "default", "verdict": "valid", "anomaly_types": [],
+             "first_anomaly_s": None, "run": None})  # a valid run's folder is not kept
+    assert mutants.reanalyze(res, {"m"}) == 1
+    rows = mutants.Results(tmp_path).runs("m")
+    assert rows[0]["verdict"] == "invalid" and rows[0]["anomaly_types"] == ["unseen"]
+    assert rows[0]["first_anomaly_s"] == 2.0 and rows[1]["verdict"] == "valid"
