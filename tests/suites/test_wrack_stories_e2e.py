@@ -42,6 +42,7 @@ MUST = {
     "stale-alter-partition": ["roles", "shrink-held", "b-fenced-out", "commits-without-b", "healed"],
     "leader-churn": ["roles", "leader-2", "leader-3", "leader-4", "healed"],
     "unclean-candidates": ["roles", "x-out-of-isr", "healed"],
+    "lagging-follower-in-isr": ["roles", "c-out-of-isr", "commits-without-c", "healed"],
 }
 
 
