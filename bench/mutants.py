@@ -53,6 +53,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -230,7 +231,7 @@ def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argpa
     if a.time_limit:
         argv += ["--time-limit", str(a.time_limit)]
     t0 = time.monotonic()
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False)
+    p = _run_test(argv)
     wall = round(time.monotonic() - t0, 1)
     line = next((json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")), None)
     row: dict[str, Any] = {"kind": "run", "mutant": m.name, "round": rnd, "twin": twin, "seed": seed, "wall_s": wall,
@@ -247,6 +248,24 @@ def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argpa
     if line["verdict"] != "invalid" and not a.keep:
         shutil.rmtree(line["run"], ignore_errors=True)
     return row
+
+
+def _run_test(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run `argv` (flock and `wrack test`) in its own process group; interrupted, send the group
+    SIGINT and wait for the test to tear its cluster down (not SIGKILL: that would leave its
+    namespaces and mounts), then re-raise."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=3600)
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _read_json(p: Path) -> dict[str, Any]:
@@ -633,7 +652,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM, and SIGINT where a shell started us in the background with it ignored, end the
+    # run like Ctrl-C: the mutant copies (temporary folders) and the run in progress are removed
+    signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     a = parse(argv)
     try:
         catalogue = load_catalogue()
