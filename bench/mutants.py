@@ -233,7 +233,7 @@ def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argpa
     t0 = time.monotonic()
     p = _run_test(argv)
     wall = round(time.monotonic() - t0, 1)
-    line = next((json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")), None)
+    line = _json_line(p.stdout)
     row: dict[str, Any] = {"kind": "run", "mutant": m.name, "round": rnd, "twin": twin, "seed": seed, "wall_s": wall,
                            "load": loadavg(), "exit": p.returncode}
     if line is None:
@@ -241,10 +241,7 @@ def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argpa
         return row
     if line.get("error") == "interrupted":  # not a result: the run was cut short (SIGINT to it)
         raise KeyboardInterrupt
-    res = _read_json(Path(line["run"]) / "results.json")
-    t = res.get("first_anomaly_time")
-    row.update(verdict=line["verdict"], anomaly_types=line.get("anomaly_types", []), run=line["run"],
-               first_anomaly_s=None if t is None else round(t / 1e9, 1), error=line.get("error"))
+    row.update(_verdict(line, line["run"]), run=line["run"], error=line.get("error"))
     if line["verdict"] != "invalid" and not a.keep:
         shutil.rmtree(line["run"], ignore_errors=True)
     return row
@@ -266,6 +263,19 @@ def _run_test(argv: list[str]) -> subprocess.CompletedProcess[str]:
                 os.killpg(proc.pid, signal.SIGKILL)
             raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _json_line(stdout: str) -> dict[str, Any] | None:
+    """The JSON line `wrack test --json` or `wrack analyze --json` printed, or None."""
+    return next((json.loads(x) for x in stdout.splitlines() if x.startswith("{")), None)
+
+
+def _verdict(line: dict[str, Any], run: str) -> dict[str, Any]:
+    """A run's row fields from its JSON line and its results.json: verdict, anomaly types and
+    the seconds to the first anomaly."""
+    t = _read_json(Path(run) / "results.json").get("first_anomaly_time")
+    return {"verdict": line["verdict"], "anomaly_types": line.get("anomaly_types", []),
+            "first_anomaly_s": None if t is None else round(t / 1e9, 1)}
 
 
 def _read_json(p: Path) -> dict[str, Any]:
@@ -360,12 +370,10 @@ def reanalyze(res: Results, names: set[str]) -> int:
             continue
         p = subprocess.run([str(Path(sys.executable).parent / "wrack"), "analyze", run, "--json"],
                            capture_output=True, text=True, timeout=600, check=False)
-        line = next((json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")), None)
+        line = _json_line(p.stdout)
         if line is None:
             continue
-        t = _read_json(Path(run) / "results.json").get("first_anomaly_time")
-        row.update(verdict=line["verdict"], anomaly_types=line.get("anomaly_types", []),
-                   first_anomaly_s=None if t is None else round(t / 1e9, 1))
+        row.update(_verdict(line, run))
         n += 1
     res.save()
     return n
