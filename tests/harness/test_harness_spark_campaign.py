@@ -167,9 +167,13 @@ def test_campaign_on_two_workers_survives_a_killed_worker(tmp_path):
         proc = subprocess.Popen([wrack_bin(), "campaign", str(f), "--out", str(out), "--master", sc.url, "--json",
                                  "--tests-per-host", "2"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # one reader per pipe (communicate() would race the stderr reader for its lines)
         err: list[str] = []
-        reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)
-        reader.start()
+        out_text: list[str] = []
+        readers = [threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True),
+                   threading.Thread(target=lambda: out_text.append(proc.stdout.read()), daemon=True)]
+        for r in readers:
+            r.start()
         # kill worker 0 once both tests run (two run folders of this campaign), mid-cell
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
@@ -179,8 +183,10 @@ def test_campaign_on_two_workers_survives_a_killed_worker(tmp_path):
                 break
             time.sleep(0.5)
         assert sc.workers[0] is None, "the two tests never ran at once:\n" + "".join(err[-20:])
-        stdout, _ = proc.communicate(timeout=600)
-        reader.join(10)
+        proc.wait(timeout=600)
+        for r in readers:
+            r.join(10)
+        stdout = "".join(out_text)
         daemons = [w for w in sc.workers if w is not None]
     assert proc.returncode == 0, "".join(err[-40:])
     results = json.loads(stdout.strip().splitlines()[-1])
