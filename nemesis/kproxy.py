@@ -18,18 +18,22 @@ times, drawn with the proxy's seeded rng:
   slow link: a delay past the client's request timeout makes it retry while the original
   is still on its way: when a client hangs up, what it sent is still delivered, for up to
   `DRAIN_S`, as a network would);
-- `drop` loses it (a lost request is never answered; a lost response leaves the client
-  to time out though the broker did the work);
+- `drop` loses it and everything after it on its connection, which the proxy then cuts (a
+  TCP link loses no frame alone: it delivers a prefix of what was sent and breaks). What
+  the client sent before a dropped request still reaches the broker (as after a hang-up,
+  below); a dropped answer leaves the client to retry though the broker did the work;
 - `duplicate` sends it twice (a request is done twice by the broker; the proxy swallows
   the second answer);
 - `reorder` sends it after the next frame of its connection (or alone after 0.5 s). TCP
-  never does that within a connection: a client may take the broker's answer to a
-  reordered request as fatal (librdkafka's idempotent producer, to a Produce whose
-  sequence then looks out of order), which costs availability, not correctness.
+  never does that within a connection, and a client's answer to it can look like the
+  broker's bug: librdkafka's idempotent producer takes a Produce whose sequence comes
+  out of order for a lost one, bumps its epoch and numbers again from 0 the records it
+  still holds, some possibly written already: a `duplicate` no broker can prevent. So
+  the default draw (nemesis/clientpath.py) never reorders; a rule may ask for it.
 
 Whatever the request faults did, a client gets its answers in the order it sent its
 requests (Kafka's promise per connection): answers that come back out of order wait for
-the ones before them; a request that was dropped is not waited for.
+the ones before them.
 
 Each action calls `journal({"api", "direction", "action", "node", "correlation_id",
 "client_id", ...})` (the nemesis records it as a `client-path-action` event). Rules belong to an owner (`set_rules(rules, owner)`,
@@ -163,6 +167,7 @@ class _Pipe:
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
+        self.broken = False  # the link broke (`_Conn.cut`): frames still queued are lost
         self.queue: asyncio.Queue[tuple[float, bytes | asyncio.Event]] = asyncio.Queue()
 
     def put(self, frame: bytes | asyncio.Event, delay_s: float = 0.0) -> None:
@@ -181,7 +186,7 @@ class _Pipe:
                 await asyncio.sleep(wait)
             if isinstance(frame, asyncio.Event):  # a held request: nothing after it passes first
                 await frame.wait()
-            else:
+            elif not self.broken:
                 self.writer.write(frame)
                 await self.writer.drain()
             self.queue.task_done()
@@ -312,6 +317,11 @@ class KafkaProxy:
                 s.close()
             for w in list(self._conns):
                 w.close()
+            # every connection's tasks end here, not when the closed loop is collected
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
         if self.loop.is_running():
             asyncio.run_coroutine_threadsafe(shut(), self.loop).result(10)
@@ -342,9 +352,10 @@ class KafkaProxy:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for t in done:  # a side closed (IncompleteReadError) or broke: the connection ends
                 t.exception()
-            if tasks[0] in done and not tasks[2].done():
-                # the client hung up (e.g. its request timed out): what it sent is still on
-                # its way, as in a network, and reaches the broker after its retry
+            if (tasks[0] in done or conn.down.broken) and not tasks[2].done():
+                # the client hung up (e.g. its request timed out) or a drop cut the link: what
+                # it sent before is still on its way, as in a network, and reaches the broker
+                # after its retry
                 await asyncio.wait([asyncio.ensure_future(conn.up.drained())], timeout=DRAIN_S)
         finally:
             for t in tasks:
@@ -420,7 +431,16 @@ class _Conn:
             rule = self.proxy.state.pick(key, "request", self.node)
             if rule is not None:
                 self.proxy._act(self, rule, cid, client, key)
+                if rule.action == "drop":
+                    self.cut()
+                    return
             self._forward(rule, cid, frame)
+
+    def cut(self) -> None:
+        """The link broke at a dropped frame: the client's side is reset at once and hears
+        nothing more; what it sent before still reaches the broker (`KafkaProxy._serve`)."""
+        self.down.broken = True
+        self.down.writer.transport.abort()
 
     def _trap(self, key: int, ver: int, payload: bytes, pos: int) -> None:
         st = self.proxy.state
@@ -447,12 +467,7 @@ class _Conn:
 
     def _send_up(self, rule: ProxyRule | None, cid: int, frame: bytes) -> None:
         action = rule.action if rule is not None else None
-        if action == "drop":
-            self.sent.pop(cid, None)
-            if cid in self.order:
-                self.order.remove(cid)
-            self._deliver()
-        elif action == "duplicate":
+        if action == "duplicate":
             self.up.put(frame)
             self.up.put(frame)
             self.swallow.add(cid)
@@ -483,14 +498,14 @@ class _Conn:
             rule = self.proxy.state.pick(key, "response", self.node)
             if rule is not None:
                 self.proxy._act(self, rule, cid, None, key)
+                if rule.action == "drop":
+                    self.cut()
+                    return
             self.ready[cid] = frame
             self._deliver(rule, cid)
 
     def _deliver(self, rule: ProxyRule | None = None, cid: int | None = None) -> None:
         """Pass on the answers now due in the client's order; `rule` acts on answer `cid`."""
-        if rule is not None and rule.action == "drop":
-            self.ready.pop(cid, None)  # type: ignore[arg-type]
-            self.order.remove(cid)  # type: ignore[arg-type]
         while self.order and self.order[0] in self.ready:
             c = self.order.popleft()
             frame = self.ready.pop(c)

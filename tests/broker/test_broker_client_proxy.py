@@ -4,6 +4,8 @@
   its listeners);
 - an idempotent producer with 5 requests in flight through dropped answers, duplicated and
   reordered requests and delayed ones: every record once, in order, and every action journaled;
+- a drop cuts its connection as a failed TCP link would: what was sent before it arrives,
+  the dropped frame and everything after it do not, and the client is cut off;
 - a held EndTxn names its node, transactional id and commit, and the commit completes
   once released;
 - a rule naming an unknown request type or action is refused."""
@@ -16,6 +18,7 @@ import time
 import pytest
 
 from broker.wire import kafka as k
+from broker.records import encode_batch
 from broker.wire.client import RawClient
 from nemesis.kproxy import KafkaProxy, ProxyRule, api_key_of
 
@@ -84,6 +87,35 @@ def test_clients_stay_on_the_proxy_and_idempotence_survives_its_faults(proxied):
         got += [int(m.value()) for m in c.consume(500, 0.3) if m.error() is None]
     c.close()
     assert got == list(range(300))  # once each, in order
+
+
+def _produce_body(topic: str, value: bytes) -> dict:
+    return {"acks": 1, "timeout": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": encode_batch([value])}]}]}
+
+
+def _next_offset(b, topic: str) -> int:
+    """The offset the broker gives the next record of `topic` (written straight to it)."""
+    with RawClient(b.host, b.port) as c:
+        return c.call(k.PRODUCE, 9, _produce_body(topic, b"probe")).responses[0].partition_responses[0].base_offset
+
+
+@pytest.mark.parametrize("direction", ["request", "response"])
+def test_a_drop_cuts_its_connection_as_a_failed_link_would(proxied, direction):
+    b, proxy, via, journal = proxied
+    create(b, "d")
+    host, port = via.rsplit(":", 1)
+    with RawClient(host, int(port)) as c:
+        assert c.call(k.PRODUCE, 9, _produce_body("d", b"before")).responses[0].partition_responses[0].base_offset == 0
+        proxy.set_rules([ProxyRule("Produce", "drop", direction, limit=1)], owner="t")
+        c.send(k.PRODUCE, 9, _produce_body("d", b"dropped"))
+        if direction == "request":  # pipelined behind the dropped one: lost with it
+            c.send(k.PRODUCE, 9, _produce_body("d", b"after"))
+        with pytest.raises(ConnectionError):
+            c.recv(k.PRODUCE, 9)
+    assert [e["action"] for e in journal] == ["drop"]
+    # a lost request was never written, and nothing after it; a lost answer's record was
+    assert _next_offset(b, "d") == (1 if direction == "request" else 2)
 
 
 def test_a_held_end_txn_names_its_coordinator_and_commits_once_released(proxied):
