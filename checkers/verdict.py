@@ -45,10 +45,14 @@ class Verdict:
 
     def write_into(self, results: dict[str, Any], policy: Policy) -> dict[str, Any]:
         """`results` (results.json's top) with this verdict: valid, allowed, bad_anomaly_types,
-        policy (`Policy.to_dict`, with `outside_allowed_partitions`) and verdict_rules."""
+        first_bad_anomaly_time (the earliest of `anomaly_times`, when each type was first
+        witnessed, over the types not allowed; None if none has one), policy
+        (`Policy.to_dict`, with `outside_allowed_partitions`) and verdict_rules."""
         results["valid"] = self.valid
         results["allowed"] = self.allowed
         results["bad_anomaly_types"] = self.bad_anomaly_types
+        times = results.get("anomaly_times") or {}
+        results["first_bad_anomaly_time"] = min((times[t] for t in self.bad_anomaly_types if t in times), default=None)
         results["policy"] = policy.to_dict()
         if self.outside:
             results["policy"]["outside_allowed_partitions"] = self.outside

@@ -232,7 +232,8 @@ def run_record(out: Any, opened: Opened, rep: int, wall: float) -> dict[str, Any
     return {"repeat": rep, "run_id": store.run_id(Path(out.run_dir)), "path": os.path.relpath(out.run_dir, opened.cdir),
             "valid": out.valid, "verdict": verdict_of(out.valid, out.results is None),
             "anomaly_types": list(res.get("anomaly_types") or []), "allowed": list(res.get("allowed") or []),
-            "first_anomaly_time": res.get("first_anomaly_time"), "wall_s": wall,
+            "first_anomaly_time": res.get("first_anomaly_time"),
+            "first_bad_anomaly_time": res.get("first_bad_anomaly_time"), "wall_s": wall,
             "exit_code": out.exit_code, "error": out.error, "seed": _seed_of(out.run_dir)}
 
 

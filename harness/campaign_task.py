@@ -50,7 +50,7 @@ from typing import Any
 
 OWNER_ENV = "WRACK_CLUSTER_OWNER"  # clusters.local.OWNER_ENV (read at cluster creation)
 PR_SET_PDEATHSIG = 1
-RESULT_KEYS = ("valid", "anomaly_types", "allowed", "first_anomaly_time")
+RESULT_KEYS = ("valid", "anomaly_types", "allowed", "first_anomaly_time", "first_bad_anomaly_time")
 
 
 def sees_campaign(cdir: str, token: str) -> bool:

@@ -243,7 +243,7 @@ def render_report(data: RunData) -> str:
     op_lines = {i: [_op_line(ev) for ev in evs] for i, evs in data.ops.items()}
     other = {k: v for k, v in other.items()
              if k not in ("policy", "history", "traceback", "explanations", "liveness", "faults", "warnings")}
-    fat = results.get("first_anomaly_time")
+    fat, fbad = results.get("first_anomaly_time"), results.get("first_bad_anomaly_time")
     coverage = lead.coverage(data.test, results, data.schedule)
     tmpl = env.get_template("report.html.j2")
     return tmpl.render(
@@ -255,6 +255,7 @@ def render_report(data: RunData) -> str:
         system_sections=data.system_sections,
         liveness=results.get("liveness") if isinstance(results.get("liveness"), dict) else None,
         first_anomaly_s=fat / 1e9 if isinstance(fat, (int, float)) else None,
+        first_bad_s=fbad / 1e9 if isinstance(fbad, (int, float)) else None,
         history_stats=results.get("history") or {},
         warnings=[str(w) for w in results.get("warnings") or []],
         fault_coverage=results.get("faults") if isinstance(results.get("faults"), dict) else None,

@@ -170,7 +170,8 @@ def _record(got: dict[str, Any], slot: Slot, opened: C.Opened, wall: float) -> d
         rec = C.run_record(out, opened, slot.rep, wall)
     else:
         rec = {"repeat": slot.rep, "run_id": None, "path": None, "valid": None, "verdict": "crashed",
-               "anomaly_types": [], "allowed": [], "first_anomaly_time": None, "wall_s": wall,
+               "anomaly_types": [], "allowed": [], "first_anomaly_time": None,
+               "first_bad_anomaly_time": None, "wall_s": wall,
                "exit_code": got.get("exit_code"), "error": got.get("error"), "seed": None}
     attempt = got.get("attempt")
     rec.update(host=got.get("host"), attempt=attempt, retried=bool(attempt))

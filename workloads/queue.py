@@ -544,7 +544,7 @@ class QueueWorkload(BaseWorkload):
 def merge_commit_check(result: dict[str, Any], found: Mapping[str, Any]) -> None:
     """Fold the commit check's result into the queue checker's: its anomalies join the
     others (the verdict false), its counts go under "commits", and the first anomaly's time
-    is the earlier of the two."""
+    is the earlier of the two (lost-commit's joins `anomaly_times`)."""
     result["commits"] = {"commits": found["commits"], "resumes": found["resumes"]}
     if found["valid"] is not False:
         return
@@ -555,5 +555,6 @@ def merge_commit_check(result: dict[str, Any], found: Mapping[str, Any]) -> None
     result["anomaly_keys"] = {**result.get("anomaly_keys", {}), **found["anomaly_keys"]}
     times = [a["time"] for a in found["anomalies"].get(commits.LOST_COMMIT, []) if a.get("time") is not None]
     if times:
+        result["anomaly_times"] = {**result.get("anomaly_times", {}), commits.LOST_COMMIT: min(times)}
         first = result.get("first_anomaly_time")
         result["first_anomaly_time"] = min(times) if first is None else min(first, min(times))

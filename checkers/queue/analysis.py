@@ -130,7 +130,8 @@ def finish(qp: QueuePass, *, ww_deps: bool, timed_out: bool = False, stats: bool
         "anomaly_keys": {t: dict(sorted(found.keys[t].items())) for t in types},
         "ww_deps": ww_deps,
     }
-    result["first_anomaly_time"] = first_anomaly_time(result["anomalies"], qp.table)
+    result["anomaly_times"] = first_anomaly_times(result["anomalies"], qp.table)
+    result["first_anomaly_time"] = min(result["anomaly_times"].values(), default=None)
     if timed_out:
         result["reason"] = ("time limit reached before the whole history was read: only anomalies "
                             "a prefix proves are listed")
@@ -152,25 +153,29 @@ def finish(qp: QueuePass, *, ww_deps: bool, timed_out: bool = False, stats: bool
     return an
 
 
-def first_anomaly_time(anomalies: dict[str, list[dict[str, Any]]], table: OpTable) -> int | None:
-    """When the history first witnessed an anomaly: an example is witnessed once the last of
-    the ops it cites (`ops`) has happened (a lost write at the read that skipped it, not at
-    its send), each op at the time of the event that names it (its completion; its invoke if
-    it never completed); the earliest example's time. History time, ns since the workload
-    started; None without examples. Only the examples kept (`max_examples` per type) are
-    looked at."""
+def first_anomaly_times(anomalies: dict[str, list[dict[str, Any]]], table: OpTable) -> dict[str, int]:
+    """When the history first witnessed each anomaly type: an example is witnessed once the
+    last of the ops it cites (`ops`) has happened (a lost write at the read that skipped it,
+    not at its send), each op at the time of the event that names it (its completion; its
+    invoke if it never completed); a type's time is its earliest example's. History time, ns
+    since the workload started; types without a timed example are left out. Only the
+    examples kept (`max_examples` per type) are looked at."""
     # lazy: numpy takes ~60 ms; `wrack` imports this module at every start (cmd_check's POLICIES)
     import numpy as np
 
-    examples = [list(ex.get("ops", ())) for exs in anomalies.values() for ex in exs if ex.get("ops")]
-    if not examples:
-        return None
+    cited_ops = [i for exs in anomalies.values() for ex in exs for i in ex.get("ops", ())]
+    if not cited_ops:
+        return {}
     cols = table.columns()
-    cited = np.isin(cols["index"], [i for ops in examples for i in ops])
+    cited = np.isin(cols["index"], cited_ops)
     at = dict(zip(cols["index"][cited].tolist(), np.where(cols["done"], cols["t1"], cols["t0"])[cited].tolist(),
                   strict=True))
-    witnessed = [max(at[i] for i in ops if i in at) for ops in examples if any(i in at for i in ops)]
-    return int(min(witnessed)) if witnessed else None
+    out: dict[str, int] = {}
+    for t, exs in anomalies.items():
+        witnessed = [max(at[i] for i in ex["ops"] if i in at) for ex in exs if any(i in at for i in ex.get("ops", ()))]
+        if witnessed:
+            out[t] = int(min(witnessed))
+    return out
 
 
 def _committed_info_ops(qp: QueuePass) -> set[int]:

@@ -140,8 +140,10 @@ def test_a_failed_or_ambiguous_explanation_still_renders(tmp_path):
     for ex in ({"error": "ValueError: boom", "explained": [], "counts": {}},
                {"explained": [amb], "counts": {"offsets": 1, "explained": 1, "not_explained": 0}, "clock": "none"}):
         html = render_report(RunData(test={"name": "t"}, results={"valid": False, "anomaly_types": ["lost-write"],
-                                                                   "explanations": ex, "first_anomaly_time": 10**9}))
-        assert 'id="explanations"' in html and "1.00 s</strong> after the workload started (the earliest op" in html
+                                                                   "explanations": ex, "first_anomaly_time": 10**9,
+                                                                   "first_bad_anomaly_time": 3 * 10**9}))
+        assert 'id="explanations"' in html and "1.00 s</strong> after the workload started (when the history" in html
+        assert "the first one the policy does not allow: <strong>3.00 s</strong>" in html
     assert "The explanation failed: ValueError: boom" in render_report(RunData(
         test={"name": "t"}, results={"valid": False, "explanations": {"error": "ValueError: boom"}}))
     assert "n1 or n2 acknowledged offset 4" in html and "but none were found" in html

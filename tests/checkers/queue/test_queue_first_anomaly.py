@@ -1,5 +1,6 @@
 """`first_anomaly_time`: when the history first witnessed an anomaly, the earliest example
-once the last of the ops it cites has happened.
+once the last of the ops it cites has happened; `anomaly_times` the same per type, and
+`first_bad_anomaly_time` (the verdict's) the earliest of the types the policy does not allow.
 
 Each cited op is timed by the event that names it (its completion; its invoke if it never
 completed). The property test recomputes that from the raw events of simulated histories
@@ -34,6 +35,17 @@ def test_allowed_anomalies_have_a_time_too():
     r = judged(h.events, policies=["final-read-deadline"])
     assert r["valid"] is True and r["anomaly_types"] == ["unseen"]
     assert r["first_anomaly_time"] == h.events[1]["time"]
+
+
+def test_the_first_bad_anomaly_is_the_first_one_the_policy_does_not_allow():
+    # x's value is never read (unseen, allowed by the deadline), then y is read out of order
+    h = H().send(0, "x", 1, 0).send(0, "y", 7, 0).send(0, "y", 8, 1).poll(1, {"y": [[0, 7], [1, 8]]})
+    h.poll(1, {"y": [[0, 7]]})
+    r = judged(h.events, policies=["final-read-deadline"])
+    assert r["valid"] is False and r["allowed"] == ["unseen"] and r["bad_anomaly_types"] == ["nonmonotonic-poll"]
+    assert r["anomaly_times"]["unseen"] == r["first_anomaly_time"] < r["anomaly_times"]["nonmonotonic-poll"]
+    assert r["first_bad_anomaly_time"] == r["anomaly_times"]["nonmonotonic-poll"] == h.events[-1]["time"]
+    assert judged(h.events[:-2], policies=["final-read-deadline"])["first_bad_anomaly_time"] is None
 
 
 def test_an_op_never_completed_is_timed_by_its_invoke():
@@ -77,3 +89,5 @@ def test_first_anomaly_time_is_the_earliest_example_once_its_last_op_happened(se
     times = naming_times(events)
     assert r["first_anomaly_time"] == min(max(times[i] for i in ex["ops"])
                                           for exs in r["anomalies"].values() for ex in exs if ex["ops"])
+    assert r["anomaly_times"] == {t: min(max(times[i] for i in ex["ops"]) for ex in exs if ex["ops"])
+                                  for t, exs in r["anomalies"].items() if any(ex["ops"] for ex in exs)}
