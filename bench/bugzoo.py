@@ -7,8 +7,9 @@ prints one row per cell:
   for a safeguard switched off, an anomaly found for acks=1 / min ISR 1 / unclean election,
   valid for the safe configuration);
 - first anomaly: the median, over the runs that found an anomaly, of the checker's
-  `first_anomaly_time` (the earliest time among the ops its anomaly examples cite), in
-  seconds from the start of the workload, with how many runs it is taken over;
+  `first_anomaly_time` (when the history first witnessed an anomaly, allowed or not: the
+  lossy cells expect allowed ones), in seconds from the start of the workload, with how many
+  runs it is taken over;
 - wall: the median wall time of one run (setup, workload, heal, final read, teardown, check);
 - the verdicts, the anomaly types seen, and the load average when the cell's last run
   finished (2 shared cores: figures are noisy).
