@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from broker.wire import kafka as k
 from broker.records import encode_batch
+from broker.wire import kafka as k
 from broker.wire.client import RawClient
 from nemesis.kproxy import KafkaProxy, ProxyRule, api_key_of
 
