@@ -274,7 +274,7 @@ def _json_line(stdout: str) -> dict[str, Any] | None:
 
 def _verdict(line: dict[str, Any], run: str) -> dict[str, Any]:
     """A run's row fields from its JSON line and its results.json: verdict, anomaly types and
-    the seconds to the first anomaly."""
+    the seconds to the first anomaly its policy does not allow (`_first_bad`)."""
     t = _first_bad(_read_json(Path(run) / "results.json"))
     return {"verdict": line["verdict"], "anomaly_types": line.get("anomaly_types", []),
             "first_anomaly_s": None if t is None else round(t / 1e9, 1)}

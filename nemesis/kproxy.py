@@ -504,7 +504,7 @@ class _Conn:
             self.ready[cid] = frame
             self._deliver(rule, cid)
 
-    def _deliver(self, rule: ProxyRule | None = None, cid: int | None = None) -> None:
+    def _deliver(self, rule: ProxyRule | None, cid: int) -> None:
         """Pass on the answers now due in the client's order; `rule` acts on answer `cid`."""
         while self.order and self.order[0] in self.ready:
             c = self.order.popleft()

@@ -556,5 +556,4 @@ def merge_commit_check(result: dict[str, Any], found: Mapping[str, Any]) -> None
     times = [a["time"] for a in found["anomalies"].get(commits.LOST_COMMIT, []) if a.get("time") is not None]
     if times:
         result["anomaly_times"] = {**result.get("anomaly_times", {}), commits.LOST_COMMIT: min(times)}
-        first = result.get("first_anomaly_time")
-        result["first_anomaly_time"] = min(times) if first is None else min(first, min(times))
+        result["first_anomaly_time"] = min(result["anomaly_times"].values())
