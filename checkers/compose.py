@@ -9,8 +9,8 @@ the run alike (`Run` states what `harness.analysis` gives).
   `{"valid": "unknown", "error": ...}` for its part instead of a crash. `InputError` (the run's
   input itself is missing or malformed) passes through: that is bad input, not a verdict.
 - `compose({name: checker})`: a checker that runs each in the mapping's order and answers
-  `{name: its result, ...}` plus the merged `valid`, `anomaly_types`, `anomalies` and
-  `anomaly_counts` (`merge_results`). A part whose result says `"checked": False` did not
+  `{name: its result, ...}` plus the merged `valid`, `anomaly_types`, `anomalies`,
+  `anomaly_counts` and `anomaly_times` (`merge_results`). A part whose result says `"checked": False` did not
   judge the run (liveness without a final heal): it is kept, but does not vote on `valid`.
 """
 
@@ -25,7 +25,7 @@ from contracts.errors import InputError
 from contracts.protocols import Checker
 
 UNKNOWN = "unknown"
-MERGED_KEYS = ("valid", "anomaly_types", "anomalies", "anomaly_counts")
+MERGED_KEYS = ("valid", "anomaly_types", "anomalies", "anomaly_counts", "anomaly_times")
 
 
 class Run(Protocol):
@@ -103,12 +103,18 @@ def _as_list(examples: Any) -> list[Any]:
 
 def merge_results(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The merged `valid` (of the parts that judged), `anomaly_types` (each once, in the parts'
-    order), `anomalies` (a kind two parts found: both lists of examples) and `anomaly_counts`
-    (summed; only if some part gives counts)."""
+    order), `anomalies` (a kind two parts found: both lists of examples), `anomaly_counts`
+    (summed; only if some part gives counts) and `anomaly_times` (when each type was first
+    found: the earliest a part gives; only if some part gives times)."""
     types: list[str] = []
     anomalies: dict[str, Any] = {}
     counts: dict[str, int] | None = None
+    times: dict[str, int] | None = None
     for part in parts.values():
+        if isinstance(part.get("anomaly_times"), Mapping):
+            times = times if times is not None else {}
+            for kind, t in part["anomaly_times"].items():
+                times[kind] = t if kind not in times or t is None else min(x for x in (times[kind], t) if x is not None)
         types += [t for t in anomaly_types(part) if t not in types]
         for kind, examples in (part.get("anomalies") or {}).items():
             anomalies[kind] = _as_list(anomalies[kind]) + _as_list(examples) if kind in anomalies else examples
@@ -120,6 +126,8 @@ def merge_results(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {"valid": valid, "anomaly_types": types, "anomalies": anomalies}
     if counts is not None:
         merged["anomaly_counts"] = counts
+    if times is not None:
+        merged["anomaly_times"] = times
     return merged
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import suites
-from checkers import liveness
+from checkers import liveness, replicas
 from checkers.compose import MERGED_KEYS, compose, merge_results
 from checkers.coverage import fault_coverage
 from checkers.coverage import warnings as coverage_warnings
@@ -159,6 +159,16 @@ class LivenessCheck:
         return liveness.check(run.events(), keys=self.keys, bound_s=self.bound_s)
 
 
+class ReplicaCheck:
+    """`checkers.replicas` (replicas that disagree on a committed record) as a
+    `contracts.protocols.Checker`, over the nemesis events of the run's shared pass."""
+
+    def check(self, run: RunInputs) -> dict[str, Any]:
+        scan = run.events()
+        scan.drain()
+        return replicas.check(scan.nemesis)
+
+
 @dataclass
 class CheckedRun:
     """A checked run: the results (as written to results.json) and the checker's analysis the
@@ -184,7 +194,8 @@ def check_run(run_dir: Path, *, workload: str | None = None, time_limit: float |
     run = RunInputs(run_dir, test, options, system=system, keys=wl.keys, time_limit=time_limit)
     main = WorkloadCheck(wl)
     # liveness first: it reads the shared pass, which the workload's policy then finds complete
-    beside = {"liveness": LivenessCheck(wl.keys, wl.opts.recovery_time_limit)} if wl.checks_recovery else {}
+    beside: dict[str, Any] = {"liveness": LivenessCheck(wl.keys, wl.opts.recovery_time_limit)} if wl.checks_recovery else {}
+    beside["replicas"] = ReplicaCheck()
     t0 = time.monotonic()
     composed = compose({**beside, wl.checker: main}).check(run)
     verdict = judge({n: composed[n] for n in (*beside, wl.checker)}, run.policy, run_error=test.get("error"))

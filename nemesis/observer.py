@@ -24,7 +24,9 @@ the controller by the time the partition lasts.
 
 After the final phase `wait_whole` also records, once, each partition's last stable offset
 against its high watermark (`txn-state`, `settle_transactions`): a transaction never
-completed or aborted keeps them apart.
+completed or aborted keeps them apart; then every replica's log of every partition, compared
+(`replica-state`, `compare_replicas`): replicas that hold different records below both
+their high watermarks disagree on what was committed (checkers/replicas.py).
 
 Contracts: the observer never blocks its caller (one daemon thread; a poll that fails or
 times out is counted and skipped, nothing is appended for it); `stop()` is idempotent and
@@ -38,15 +40,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from nemesis.core import EventSink
+from nemesis.replicalogs import BatchId, ReplicaLog, first_difference, read_replica
 from nemesis.targets import Metadata, MetadataSource, node_offset
 
 CLUSTER_STATE = "cluster-state"
 TXN_STATE = "txn-state"
+REPLICA_STATE = "replica-state"
 TXN_SETTLE_S = 30.0  # transactions open after the final phase: the clients' timeout (10 s), then their abort
 
 
@@ -67,6 +71,10 @@ class ObserverStats:
 
 def _name(ids: dict[int, str], broker_id: int) -> str:
     return ids.get(broker_id, f"broker:{broker_id}")
+
+
+def _batch(b: BatchId | None) -> dict[str, int] | None:
+    return None if b is None else b.to_dict()
 
 
 def is_whole(value: Mapping[str, Any] | None) -> bool:
@@ -90,10 +98,13 @@ def state_of(md: Metadata, ids: dict[int, str]) -> dict[str, Any]:
 
 
 class ClusterObserver:
-    """See the module docstring. `addresses`: node name -> address (the brokers' hosts)."""
+    """See the module docstring. `addresses`: node name -> address (the brokers' hosts);
+    `offsets` and `replica_log` read a node's offsets and a replica's log after the final
+    phase (`nemesis.targets.node_offset`, `nemesis.replicalogs.read_replica`)."""
 
     def __init__(self, metadata: MetadataSource, addresses: Mapping[str, str], sink: EventSink,
-                 interval: float = 0.5):
+                 interval: float = 0.5, *, offsets: Callable[..., int] = node_offset,
+                 replica_log: Callable[[str, str, int], ReplicaLog] = read_replica):
         self.metadata = metadata
         self.by_address = {a: n for n, a in addresses.items()}
         self.sink = sink
@@ -104,6 +115,7 @@ class ClusterObserver:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.txn_settle_s = TXN_SETTLE_S
+        self.offsets, self.replica_log = offsets, replica_log  # the reads of the nodes after the final phase
 
     def poll(self) -> dict[str, Any] | None:
         """One poll: the event appended, or None (unchanged, or the metadata call failed)."""
@@ -151,6 +163,7 @@ class ClusterObserver:
                 break
             time.sleep(min(self.interval, 0.1))
         self.settle_transactions(self.txn_settle_s)
+        self.compare_replicas()
         return self.stats.whole_after_s
 
     def settle_transactions(self, timeout: float) -> dict[str, Any] | None:
@@ -176,6 +189,64 @@ class ClusterObserver:
         except ValueError:  # the history was closed
             return None
 
+    def compare_replicas(self) -> dict[str, Any] | None:
+        """Read every replica's log of every partition (`nemesis.replicalogs`, Kafka's
+        debugging fetch) and append one `replica-state` event: {"partitions": {key:
+        {"replicas": {node: {"hwm", "log_start", "log_end", "batches"}}, "differ": [{"replicas":
+        [a, b], "offset", "a": batch, "b": batch, "written"}]}}, "unread": {key: {node:
+        error}}, "read_s"}: for each pair of replicas the first offset at which their logs
+        differ (`first_difference`), with the two batches there and `written`, the history
+        time of the later one's max timestamp (when both records existed). Nothing is appended
+        when no partition's metadata came."""
+        t0 = time.monotonic()
+        try:
+            md = self.metadata()
+        except Exception:  # noqa: BLE001 - no answer: nothing to compare
+            return None
+        parts: dict[str, Any] = {}
+        unread: dict[str, dict[str, str]] = {}
+        for (topic, p), info in sorted(md.partitions.items()):
+            if topic.startswith("__") or len(info.replicas) < 2:  # one copy: nothing to compare it with
+                continue
+            key = f"{topic}-{p}"
+            logs: dict[str, ReplicaLog] = {}
+            for bid in info.replicas:
+                host, node = md.brokers.get(bid), _name(self.ids, bid)
+                try:
+                    if host is None:
+                        raise OSError("not among the brokers the metadata lists")
+                    logs[node] = self.replica_log(host, topic, p)
+                except Exception as e:  # noqa: BLE001 - a replica that does not answer is noted, not compared
+                    unread.setdefault(key, {})[node] = f"{type(e).__name__}: {e}"[:200]
+            parts[key] = {"replicas": {n: log.summary() for n, log in logs.items()},
+                          "differ": self._differences(logs)}
+        value = {"partitions": parts, "unread": unread, "read_s": round(time.monotonic() - t0, 2)}
+        try:
+            return self.sink.append({"process": "nemesis", "type": "info", "f": REPLICA_STATE, "value": value})
+        except ValueError:  # the history was closed
+            return None
+
+    def _differences(self, logs: Mapping[str, ReplicaLog]) -> list[dict[str, Any]]:
+        names = sorted(logs)
+        out = []
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                d = first_difference(logs[a], logs[b])
+                if d is not None:
+                    offset, x, y = d
+                    out.append({"replicas": [a, b], "offset": offset, "a": _batch(x), "b": _batch(y),
+                                "written": self._history_time(max(z.max_ts for z in (x, y) if z is not None))})
+        return out
+
+    def _history_time(self, wall_ms: int) -> int | None:
+        """A wall-clock time (ms) as history time (ns since the history began), if the sink
+        knows when that was (a HistoryWriter's `start_ns`)."""
+        start = getattr(self.sink, "start_ns", None)
+        if not isinstance(start, int):
+            return None
+        wall_start_ns = time.time_ns() - (time.monotonic_ns() - start)
+        return max(0, wall_ms * 1_000_000 - wall_start_ns)
+
     def _stable_offsets(self) -> dict[str, dict[str, int]]:
         """key -> {"lso", "hwm"} from each partition's leader (partitions that do not answer
         are left out)."""
@@ -189,8 +260,8 @@ class ClusterObserver:
             if topic.startswith("__") or host is None:
                 continue
             try:
-                hwm = node_offset(host, topic, p)
-                lso = node_offset(host, topic, p, committed=True)
+                hwm = self.offsets(host, topic, p)
+                lso = self.offsets(host, topic, p, committed=True)
             except Exception:  # noqa: BLE001 - a leader that does not answer now
                 continue
             out[f"{topic}-{p}"] = {"lso": lso, "hwm": hwm}

@@ -3,6 +3,8 @@
 (Kafka's DelayedFetch in its purgatory).
 
 A replica fetch (replica id >= 0) goes to each partition's `handle_follower_fetch`; a
+debugging fetch (replica id -2, Kafka's ReplicaVerificationTool's) to its `debug_read`, which
+any replica answers from its own log up to its log end, answered at once; a
 consumer fetch reads below the HWM (or the LSO) within its byte budget (KIP-74: at least
 one batch). A fetch worth answering (records, an error, a divergence, a consumer's
 `min_bytes` reached, or `max_wait_ms` <= 0) is answered at once; any other is parked until
@@ -20,7 +22,14 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
-from broker.core.messages import Actions, FetchPartitionResponse, FetchRequest, FetchResponse, TopicPartition
+from broker.core.messages import (
+    DEBUG_REPLICA_ID,
+    Actions,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    TopicPartition,
+)
 from broker.core.metadata import MetadataImage
 from broker.core.replica import PartitionReplica, ReplicaEvents
 from broker.core.replica_state import drain_failures
@@ -64,6 +73,13 @@ class FetchPurgatory:
             r = partitions.get(p.tp)
             if r is None:
                 out.append(FetchPartitionResponse(p.tp, ErrorCode.not_leader_or_follower))
+                interesting = True
+                continue
+            if req.replica_id == DEBUG_REPLICA_ID:  # any replica answers with its own log (debug_read)
+                resp = r.debug_read(p.fetch_offset, max(1, min(p.partition_max_bytes, budget)))
+                out.append(resp)
+                got += len(resp.records)
+                budget -= len(resp.records)
                 interesting = True
                 continue
             if req.replica_id < 0:

@@ -18,6 +18,8 @@ from broker.core.acls import AclBinding, AclFilter
 NO_LEADER = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
+# Kafka's debugging replica id (DEBUG_FOLLOWER_ID): a Fetch or ListOffsets any replica answers from its own log
+DEBUG_REPLICA_ID = -2
 
 Address = int | str  # a node id (int) or a client id (str)
 

@@ -112,6 +112,22 @@ class LeaderRules(IsrRules):
         return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None, records,
                                       last_stable_offset=self.last_stable_offset())
 
+    def debug_read(self, offset: int, max_bytes: int) -> FetchPartitionResponse:
+        """A fetch with Kafka's debugging replica id (-2, ReplicaVerificationTool's): any
+        replica, leader or follower, answers with its own log up to its log end and its own
+        high watermark, so a tool can compare the replicas' logs. No follower state changes."""
+        if offset > self.log.log_end_offset or offset < self.log.log_start_offset:
+            return self._error(ErrorCode.offset_out_of_range)
+        try:
+            records = self.log.read(offset, max_bytes) if offset < self.log.log_end_offset else b""
+        except OffsetOutOfRange:
+            return self._error(ErrorCode.offset_out_of_range)
+        except STORAGE_ERRORS as e:
+            self._failed("read for a debugging fetch", e)
+            return self._error(ErrorCode.kafka_storage_error)
+        return FetchPartitionResponse(self.tp, ErrorCode.none, self.high_watermark, self.log.log_start_offset, None,
+                                      records, log_end_offset=self.log.log_end_offset)
+
     # ------------------------------------------------------------ produce
     def append_produce(
         self, client: int | str, correlation_id: int, acks: int, records: bytes, timeout_ms: int, now: int, ev: ReplicaEvents

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.core import properties as props
 from broker.core.broker import MAX_TIMESTAMP
 from broker.core.messages import (
+    DEBUG_REPLICA_ID,
     DeleteRecordsRequest,
     FetchPartition,
     FetchRequest,
@@ -32,7 +33,6 @@ from broker.wire.fetch_codec import NodeEndpoint, PartitionData, TopicData, enco
 
 E = ErrorCode
 _MOVED = (E.not_leader_or_follower, E.fenced_leader_epoch)  # errors that carry a leader hint (KIP-951)
-DEBUG_REPLICA_ID = -2  # ListOffsets from Kafka's DEBUG_FOLLOWER_ID: any replica answers, latest = its log end
 DELETE_RECORDS_MARGIN_S = 5.0  # past a DeleteRecords timeout, how long to wait for the broker machine's answer
 
 

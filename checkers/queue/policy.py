@@ -15,9 +15,9 @@ in-sync replica has the record, and consumers only ever read committed records.
 | --- | --- | --- |
 | `strict` | nothing | acks=all, min.insync.replicas >= 2, assign-mode consumers, final reads complete |
 | `acks1` | lost-write, unseen, inconsistent-offsets, nonmonotonic-send, int-nonmonotonic-send | acknowledged but uncommitted records are lost: a leader acknowledges before any follower has the record, and a failover truncates what the new leader never had. Those records are never read (lost-write once a later offset was read, unseen otherwise), their offsets are reused by later records (the offset an ack named holds another value), and a producer's next send lands at or below its previous one (also within one op). No consumer read them (they were above the HWM), so consumer-side types stay disallowed |
-| `min-isr1` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | acks=all with min.insync.replicas 1: the ISR may shrink to the leader, which then acknowledges *and commits* alone; if its copy is lost (a power loss, a corrupted or wiped disk), committed records that consumers read are gone too (see `power-loss-unflushed` for what consumers then see) |
-| `power-loss-unflushed` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | replicas that lose power together lose the records still only in their page caches, committed or not: consumers had read some of them; their offsets are reused (inconsistent-offsets, now also between reads), and a consumer positioned past the shortened log is rewound (OFFSET_OUT_OF_RANGE resets it to the earliest offset, KIP-320 truncation detection to the divergence point): nonmonotonic-poll, or int-nonmonotonic-poll when the rewind falls inside one poll (a client's poll returns the records of several fetches). A rewind goes back, never forward, so poll-skip stays disallowed |
-| `unclean-election` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll | unclean.leader.election.enable=true: with no in-sync replica live, an out-of-sync one is elected and the others truncate to it, so committed records consumers read are gone too (as with `min-isr1`) |
+| `min-isr1` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll, replica-divergence | acks=all with min.insync.replicas 1: the ISR may shrink to the leader, which then acknowledges *and commits* alone; if its copy is lost (a power loss, a corrupted or wiped disk), committed records that consumers read are gone too (see `power-loss-unflushed` for what consumers then see) |
+| `power-loss-unflushed` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll, replica-divergence | replicas that lose power together lose the records still only in their page caches, committed or not: consumers had read some of them; their offsets are reused (inconsistent-offsets, now also between reads), and a consumer positioned past the shortened log is rewound (OFFSET_OUT_OF_RANGE resets it to the earliest offset, KIP-320 truncation detection to the divergence point): nonmonotonic-poll, or int-nonmonotonic-poll when the rewind falls inside one poll (a client's poll returns the records of several fetches). A rewind goes back, never forward, so poll-skip stays disallowed |
+| `unclean-election` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll, replica-divergence | unclean.leader.election.enable=true: with no in-sync replica live, an out-of-sync one is elected and the others truncate to it, so committed records consumers read are gone too (as with `min-isr1`) |
 | `subscribe` | poll-skip, nonmonotonic-poll | subscribe-mode consumers are rebalanced between polls (Jepsen allows these with `:subscribe`) |
 | `final-read-deadline` | unseen | the final read phase did not run to the end (deadline, or the harness was killed), so acknowledged records may simply not have been polled yet |
 | `offsets-one-copy` | lost-commit | the system keeps a consumer group's committed offsets on one node only (the wrack broker: on the group's coordinator, no replicated `__consumer_offsets`), so a wipe of that node's disk loses them; Kafka replicates them |
@@ -35,20 +35,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from checkers.policy import Pick, Policy
+from checkers.replicas import REPLICA_DIVERGENCE
 
 ANOMALY_TYPES: tuple[str, ...] = (
     "inconsistent-offsets", "duplicate", "lost-write", "unseen", "G1a", "garbage-read",
     "precommitted-read", "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send", "G0", "G1c",
     "lost-commit",  # the queue workload's offset commits (checkers/commits.py)
+    REPLICA_DIVERGENCE,  # replicas that disagree on a committed record (checkers/replicas.py)
 )
 
 # acknowledged records above the HWM lost on a leader failover (no consumer saw them)
 _UNCOMMITTED_LOSS = frozenset({"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
                                "int-nonmonotonic-send"})
 # committed records lost as well: consumers had read them and are rewound (between polls, or
-# inside one poll that returned the records of several fetches)
-_COMMITTED_LOSS = _UNCOMMITTED_LOSS | {"nonmonotonic-poll", "int-nonmonotonic-poll"}
+# inside one poll that returned the records of several fetches); a replica the loss missed
+# may hold what the others lost below its high watermark until it truncates (replica-divergence)
+_COMMITTED_LOSS = _UNCOMMITTED_LOSS | {"nonmonotonic-poll", "int-nonmonotonic-poll", REPLICA_DIVERGENCE}
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,8 @@ def allowed_by(checker: str, name: str) -> list[str]:
     own, or the linearizability checker's one loss verdict for a lossy policy)."""
     if checker == "queue":
         return sorted(POLICIES[name])
-    return [LINEARIZABLE_LOSS] if name in LOSSY_POLICIES else []
+    return [LINEARIZABLE_LOSS] + ([REPLICA_DIVERGENCE] if REPLICA_DIVERGENCE in POLICIES[name] else []) \
+        if name in LOSSY_POLICIES else []
 
 
 def type_order(t: str) -> int:

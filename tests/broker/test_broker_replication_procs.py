@@ -2,7 +2,8 @@
 and three brokers, RF=3, min.insync.replicas=2, librdkafka producing with acks=all.
 
 - the leader is SIGKILLed and later restarted: no acknowledged write is missing when
-  everything is read back, leadership moves, the restarted broker rejoins the ISR;
+  everything is read back, leadership moves, the restarted broker rejoins the ISR, and the
+  three replicas' logs, each read with Kafka's debugging fetch, are the same;
 - a SIGTERM moves leadership at once (controlled shutdown) and the broker comes back
   cleanly;
 - below min.insync.replicas acks=all is refused while acks=1 still works;
@@ -19,6 +20,8 @@ import time
 
 import pytest
 from broker_procs import create_replicated, metadata, read_back, start_cluster, wait_until
+
+from nemesis.replicalogs import first_difference, read_replica
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError, Producer  # noqa: E402
@@ -86,6 +89,13 @@ def test_leader_sigkill_and_restart_loses_no_acknowledged_write(fleet):
     assert not missing, f"{len(missing)} acknowledged writes lost"
     assert all(got[o] == v for o, v in acked.items()), "an acknowledged offset holds another value"
     assert "unclean shutdown" in brokers[victim].log_text().split("---- start 2")[1]
+    # every replica, followers too, answers Kafka's debugging fetch from its own log: the three agree
+    wait_until(lambda: len({read_replica(b.host, topic, 0, port=b.port).log_end for b in brokers}) == 1, 30,
+               "the followers caught up")
+    logs = [read_replica(b.host, topic, 0, port=b.port) for b in brokers]
+    assert all(x.hwm == logs[0].hwm == logs[0].log_end >= len(acked) for x in logs), [x.summary() for x in logs]
+    assert [first_difference(logs[0], x) for x in logs[1:]] == [None, None]
+    assert [b.base for b in logs[0].batches] == sorted({b.base for b in logs[0].batches}) and logs[0].batches[0].base == 0
 
 
 def test_sigterm_moves_leadership_at_once_and_the_broker_returns_cleanly(fleet):

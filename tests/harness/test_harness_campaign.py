@@ -141,7 +141,7 @@ def test_unclean_election_option():
     assert runner.test_name(o).endswith("-unclean")
     p = choose({"workload": "queue", "unclean_election": True})
     assert p.names == ["unclean-election"] and "nonmonotonic-poll" in p.allowed and p.reasons
-    assert choose({"workload": "log", "unclean_election": True}).allowed == ["nonlinearizable"]
+    assert choose({"workload": "log", "unclean_election": True}).allowed == ["nonlinearizable", "replica-divergence"]
     assert choose({"workload": "queue", "safeguards_off": ["clean-election-only"]}).allowed == []
 
 

@@ -6,7 +6,8 @@ nodes, so every node holds every partition) is judged strictly: the controller's
 (node logs) show each lossy replica leaving the ISR and coming back before the next power
 loss (the cluster-state observer's 0.5 s polls may miss that 70 ms spell), so at most
 min ISR - 1 = 1 replica of a partition lost data at once, the ELR promises no loss, and
-the run must be valid with nothing allowed. `wrack analyze` recomputes the same policy from
+the run must be valid with nothing allowed, and every replica's log, read after the final
+phase, agrees with the others (checkers/replicas.py). `wrack analyze` recomputes the same policy from
 the stored history, also from a copy without the observer's events (an old run). Root only;
 about 1.5 minutes."""
 
@@ -73,6 +74,12 @@ def test_power_loss_of_one_node_at_a_time_is_judged_strictly(tmp_path):
     obs = json.loads((run / "test.json").read_text())["observer"]
     assert obs["events"] == len(states) >= 1 and obs["polls"] > obs["failed"] and obs["whole_after_s"] is not None
     assert "Lossy shutdowns" in (run / "report.html").read_text()
+    # after the final phase every replica's log was read and compared: they agree below the HWMs
+    (rs,) = [e["value"] for e in nem if e["f"] == "replica-state"]
+    assert set(rs["partitions"]) == keys and not rs["unread"], rs
+    assert all(len(v["replicas"]) == 3 and v["differ"] == [] for v in rs["partitions"].values()), rs
+    assert res["replicas"] == {"valid": True, "checked": True, "partitions": 4, "replicas_read": 12, "unread": {},
+                               "read_s": rs["read_s"]}
 
     # wrack analyze recomputes it from the stored history; without the observer's events
     # (an old run) a replica counts as back once it could have rejoined: still strict

@@ -20,7 +20,7 @@ from suites.wrack.rules import choose
 NODES = ["n1", "n2", "n3"]
 SAFE = {"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nodes": 3, "nemesis": ["power-loss"]}
 COMMITTED_LOSS = ["inconsistent-offsets", "int-nonmonotonic-poll", "int-nonmonotonic-send", "lost-write",
-                  "nonmonotonic-poll", "nonmonotonic-send", "unseen"]
+                  "nonmonotonic-poll", "nonmonotonic-send", "replica-divergence", "unseen"]
 
 
 class Run:
@@ -229,7 +229,7 @@ def test_configuration_rules_and_safeguards():
     off = policy(Run().state(0, NODES).power_loss(5, "n1"), safeguards_off=["elr"])
     assert off.name == "strict" and any("safeguards switched off (elr)" in n for n in off.notes)
     assert choose(SAFE).name == "strict" and choose(SAFE).durability is None  # no events: nothing allowed
-    assert policy(r, workload="log").allowed == ["nonlinearizable"]
+    assert policy(r, workload="log").allowed == ["nonlinearizable", "replica-divergence"]
     assert policy(r, workload="noop").name == "strict"
 
 

@@ -62,7 +62,7 @@ def test_versions_and_git():
 
 
 ACKS1 = ["inconsistent-offsets", "int-nonmonotonic-send", "lost-write", "nonmonotonic-send", "unseen"]
-COMMITTED = sorted([*ACKS1, "nonmonotonic-poll", "int-nonmonotonic-poll"])
+COMMITTED = sorted([*ACKS1, "nonmonotonic-poll", "int-nonmonotonic-poll", "replica-divergence"])
 
 
 @pytest.mark.parametrize("opts,allowed,name", [

@@ -17,6 +17,16 @@ ADDR = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
 ALL = {0: "10.0.0.1", 1: "10.0.0.2", 2: "10.0.0.3"}
 
 
+def unreachable(host, *args, **kw):
+    """The nodes' reads after the final phase, for nodes that are not there (no packet leaves)."""
+    raise OSError(f"{host} is not a node of this test")
+
+
+def observer(source, h, **kw) -> ClusterObserver:
+    return ClusterObserver(source, ADDR, h, offsets=kw.pop("offsets", unreachable),
+                           replica_log=kw.pop("replica_log", unreachable), **kw)
+
+
 def md(isr, leader=0, brokers=ALL, controller=0):
     parts = {("queue0", 0): PartitionInfo(leader, [0, 1, 2], list(isr)),
              ("__consumer_offsets", 0): PartitionInfo(0, [0], [0])}
@@ -43,7 +53,7 @@ def test_events_only_on_change_and_failures_are_skipped(tmp_path):
         return a
 
     with HistoryWriter(tmp_path / "h.jsonl") as h:
-        obs = ClusterObserver(source, ADDR, h)
+        obs = observer(source, h)
         got = [obs.poll() for _ in range(5)]
     assert [g is not None for g in got] == [True, False, False, True, True]
     assert obs.stats.to_dict() == {"polls": 5, "failed": 1, "events": 3,
@@ -64,7 +74,7 @@ def test_the_thread_polls_until_stopped(tmp_path):
         return md([0, 1, 2])
 
     with HistoryWriter(tmp_path / "h.jsonl") as h:
-        obs = ClusterObserver(source, ADDR, h, interval=0.01).start()
+        obs = observer(source, h, interval=0.01).start()
         assert polled.wait(10)
         obs.stop()
         obs.stop()
@@ -90,20 +100,20 @@ def test_wait_whole_waits_for_a_fresh_answer_with_full_isrs(tmp_path):
         return a
 
     with HistoryWriter(tmp_path / "h.jsonl") as h:
-        obs = ClusterObserver(source, ADDR, h, interval=0.05)
+        obs = observer(source, h, interval=0.05)
         obs.poll()
         obs.start()
         waited = obs.wait_whole(10)
         obs.stop()
     assert waited is not None and obs.stats.whole_after_s == waited
     assert answers == [md([0, 1, 2])] and obs.stats.failed == 1
-    states = [e["value"] for e in read_events(tmp_path / "h.jsonl")]
+    states = [e["value"] for e in read_events(tmp_path / "h.jsonl") if e["f"] == "cluster-state"]
     assert [len(s["partitions"]["queue0-0"]["isr"]) for s in states] == [3, 2, 3]
 
 
 def test_wait_whole_gives_up_after_its_limit(tmp_path):
     with HistoryWriter(tmp_path / "h.jsonl") as h:
-        obs = ClusterObserver(lambda: md([0, 1]), ADDR, h, interval=0.05).start()
+        obs = observer(lambda: md([0, 1]), h, interval=0.05).start()
         assert obs.wait_whole(0.3) is None
         obs.stop()
     assert obs.stats.whole_after_s is None and obs.stats.events == 1
@@ -114,8 +124,40 @@ def test_wait_whole_does_not_wait_when_nothing_was_ever_observed(tmp_path):
         raise RuntimeError("broker transport failure")
 
     with HistoryWriter(tmp_path / "h.jsonl") as h:
-        obs = ClusterObserver(down, ADDR, h, interval=0.05).start()
+        obs = observer(down, h, interval=0.05).start()
         t0 = time.monotonic()
         assert obs.wait_whole(30) is None and time.monotonic() - t0 < 5
         obs.stop()
     assert obs.stats.whole_after_s is None and obs.stats.events == 0
+
+
+def test_after_the_final_phase_every_replicas_log_is_compared(tmp_path):
+    from nemesis.replicalogs import BatchId, ReplicaLog
+
+    def logs_from(now_ms: int) -> dict[str, ReplicaLog]:
+        common = [BatchId(0, 4, 11, 1, now_ms + 1000), BatchId(5, 9, 12, 1, now_ms + 2000)]
+        return {"10.0.0.1": ReplicaLog(12, 0, 12, [*common, BatchId(10, 11, 13, 2, now_ms + 3000)]),
+                "10.0.0.2": ReplicaLog(12, 0, 11, [*common, BatchId(10, 10, 99, 1, now_ms + 2500)]),  # kept its own
+                "10.0.0.3": ReplicaLog(10, 0, 10, list(common))}  # behind: a prefix
+
+    def read(host, topic, partition):
+        assert (topic, partition) == ("queue0", 0)  # one copy (__consumer_offsets): not read
+        if host == "10.0.0.3" and read.down:
+            raise OSError("connection refused")
+        return logs[host]
+
+    read.down = False
+    with HistoryWriter(tmp_path / "h.jsonl") as h:
+        logs = logs_from(time.time_ns() // 1_000_000)
+        obs = observer(lambda: md([0, 1, 2]), h, replica_log=read)
+        obs.poll()
+        ev = obs.compare_replicas()
+        read.down = True
+        down = obs.compare_replicas()
+    (d,) = ev["value"]["partitions"]["queue0-0"]["differ"]
+    assert d["replicas"] == ["n1", "n2"] and d["offset"] == 10 and (d["a"]["crc"], d["b"]["crc"]) == (13, 99)
+    assert abs(d["written"] - 3_000_000_000) < 500_000_000  # the later batch's time on the history's clock
+    assert ev["value"]["partitions"]["queue0-0"]["replicas"]["n3"] == {"hwm": 10, "log_start": 0, "log_end": 10,
+                                                                       "batches": 2}
+    assert down["value"]["unread"] == {"queue0-0": {"n3": "OSError: connection refused"}}
+    assert list(down["value"]["partitions"]["queue0-0"]["replicas"]) == ["n1", "n2"]
