@@ -4,13 +4,16 @@
 fetch (replica id -2, as Kafka's ReplicaVerificationTool does): any replica, leader or
 follower, answers from its own log up to its log end, with its own high watermark. Only the
 batch headers are kept (`BatchId`: base and last offset, stored CRC-32C, leader epoch, max
-timestamp): a follower copies the leader's batches byte for byte, so two replicas hold the
-same records at the same offsets exactly when their batches have the same offsets and CRCs.
+timestamp): a follower copies the leader's batches byte for byte, leader epoch included, so
+two replicas hold the same log at the same offsets exactly when their batches have the same
+offsets, CRCs and epochs (the CRC does not cover the epoch: a follower that kept a record
+the new leader wrote again under a later epoch holds the same bytes in another epoch, and
+its epoch cache, which truncation decides by, differs).
 OSError when the node does not answer, `nemesis.targets.TargetError` for an error answer.
 
 `first_difference(a, b)` is a pure function of two such logs: the first offset, at or above
-both log starts, at which both hold a record and the records differ (another batch there,
-or batches cut at other offsets); None when one log is a prefix of the other there. A
+both log starts, at which both hold a record and the batches differ (another batch there,
+another epoch, or batches cut at other offsets); None when one log is a prefix of the other there. A
 difference below both replicas' high watermarks is a committed record the replicas disagree
 on (checkers/replicas.py judges it); above, a follower's uncommitted tail may legitimately
 differ until it truncates.
@@ -117,7 +120,7 @@ def first_difference(a: ReplicaLog, b: ReplicaLog) -> tuple[int, BatchId | None,
         if y.last < x.base:
             j += 1
             continue
-        if (x.base, x.last, x.crc) != (y.base, y.last, y.crc):
+        if (x.base, x.last, x.crc, x.epoch) != (y.base, y.last, y.crc, y.epoch):
             return max(x.base, y.base), x, y
         i += 1
         j += 1

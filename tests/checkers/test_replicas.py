@@ -37,7 +37,7 @@ def test_the_first_difference_is_where_the_logs_part(common, xs, ys):
     shared = sum(n for n, _ in common)
     if d is None:  # one log is a prefix of the other
         short, long_ = sorted((a.batches, b.batches), key=len)
-        assert [(x.base, x.last, x.crc) for x in long_[:len(short)]] == [(x.base, x.last, x.crc) for x in short]
+        assert long_[:len(short)] == short
     else:
         assert d == (e[0], e[2], e[1]) and d[0] >= shared and d[1] is not None and d[2] is not None
     if xs and ys and xs[0] != ys[0]:  # the logs part right after the common batches
@@ -52,6 +52,12 @@ def test_a_follower_that_kept_a_record_the_leader_never_had_differs_there():
     assert first_difference(leader, log([3, 2], [1, 2])) is None  # a follower behind: a prefix
     assert first_difference(log([3, 2, 1], [1, 2, 3]), log([3, 3], [1, 7])) == (3, *log([3, 2, 1], [1, 2, 3]).batches[1:2],
                                                                                log([3, 3], [1, 7]).batches[1])
+
+
+def test_the_same_records_under_another_leader_epoch_differ():
+    a, b = log([3, 1], [1, 2]), log([3, 1], [1, 2])
+    b.batches[1] = b.batches[1]._replace(epoch=1)  # the new leader wrote it again; the follower kept its own
+    assert first_difference(a, b)[0] == 3
 
 
 def test_logs_compared_from_the_later_log_start():
