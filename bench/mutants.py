@@ -160,7 +160,9 @@ def mutated(m: Mutant, base: str) -> Iterator[tuple[Path, str | None]]:
 
 # ---------------------------------------------------------------- measuring
 class Results:
-    """OUT/results.jsonl: one line per simulation and per run, appended as each ends."""
+    """OUT/results.jsonl: one line per simulation and per run, appended as each ends; a row
+    added here names the harness that measured it (`harness`: the checkout's commit, with
+    `+dirty` for uncommitted changes), so a table resumed on a later harness says so."""
 
     def __init__(self, out: Path):
         self.path = out / "results.jsonl"
@@ -169,8 +171,13 @@ class Results:
             for line in self.path.read_text().splitlines():
                 if line.strip():
                     self.rows.append(json.loads(line))
+        from contracts import store  # lazy: ROOT goes on sys.path first (module top)
+
+        g = store.git_info(ROOT)
+        self.harness = f"{(g['rev'] or 'unknown')[:12]}{'+dirty' if g['dirty'] else ''}"
 
     def add(self, row: dict[str, Any]) -> None:
+        row.setdefault("harness", self.harness)
         self.rows.append(row)
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")

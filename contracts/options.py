@@ -22,6 +22,7 @@ workload, backend, nemesis names) are the runner's (`harness.runner.validate`).
 
 from __future__ import annotations
 
+import argparse
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, Field, asdict, dataclass, field, fields, make_dataclass
@@ -34,6 +35,31 @@ def csv(v: str | list[str]) -> list[str]:
     """`a,b` (or a list) -> ["a", "b"]; `none` (or nothing) -> []."""
     items = v.split(",") if isinstance(v, str) else [str(x) for x in v]
     return [x.strip() for x in items if x.strip() and x.strip() != "none"]
+
+
+def lulls(v: str) -> str:
+    """`EVERY:SECONDS:RATE` (a lull of SECONDS at RATE ops/s once every EVERY s) or `none`,
+    checked and written back; ValueError naming what is wrong."""
+    text = str(v).strip()
+    if text in ("none", "", "0"):
+        return "none"
+    parts = text.split(":")
+    try:
+        every, seconds, rate = (float(x) for x in parts)
+    except ValueError:
+        raise ValueError(f"lulls {text!r}: expected EVERY:SECONDS:RATE (three numbers, e.g. 20:5:4) or none") from None
+    if not (every > 0 and 0 < seconds < every and rate > 0):
+        raise ValueError(f"lulls {text!r}: needs 0 < SECONDS < EVERY and RATE > 0")
+    return ":".join(f"{x:g}" for x in (every, seconds, rate))
+
+
+def lull_spec(v: str) -> tuple[float, float, float] | None:
+    """A checked `lulls` value as (every, seconds, rate), or None for `none`."""
+    text = lulls(v)
+    if text == "none":
+        return None
+    every, seconds, rate = (float(x) for x in text.split(":"))
+    return every, seconds, rate
 
 
 def command(v: str | list[str]) -> list[str]:
@@ -77,6 +103,9 @@ class GeneralOptions:
                                   "before then plays out, and with the mix until each of its trigger "
                                   "faults has played once, at most as long again)", metavar="S")
     rate: float = opt(5000.0, "client ops per second at most, all threads")
+    lulls: str = opt("none", "EVERY:SECONDS:RATE (e.g. 20:5:4): for SECONDS once every EVERY s the load drops to RATE ops per "
+                               "second (faults then meet partitions with one record or none in flight), or none",
+                     parse=lulls, metavar="SPEC")
     concurrency: str = opt("1n", "client threads: a number, or Kn for K per node")
     test_count: int = opt(1, "run this many tests; stop at the first not valid")
     seed: int | None = opt(None, "seed for every random choice (default: random, recorded)")
@@ -126,9 +155,15 @@ def parse_value(f: Field, value: Any) -> Any:
 
 
 def reader(f: Field) -> Callable[[str], Any]:
-    """`parse_value` for `f` as an argparse `type` (named after the type, for its errors)."""
+    """`parse_value` for `f` as an argparse `type` (named after the type, for its errors; a
+    parser's own ValueError message is the error, as it names what is wrong)."""
     def read(text: str) -> Any:
-        return parse_value(f, text)
+        if f.metadata["parse"] is None:
+            return parse_value(f, text)
+        try:
+            return parse_value(f, text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
     read.__name__ = _scalar_type(f).__name__ if f.metadata["parse"] is None else "value"
     return read

@@ -56,6 +56,10 @@ def _read(p: Path) -> dict[str, Any] | None:
     return v if isinstance(v, dict) else None
 
 
+# options added after runs were stored, as those runs ran (a run without `lulls` had none)
+PREDATED: dict[str, Any] = {"lulls": "none"}
+
+
 def load(arg: str) -> StoredRun:
     """The run folder `arg` names (a run, a latest link or a test folder)."""
     d = resolve_run(arg)
@@ -66,9 +70,10 @@ def load(arg: str) -> StoredRun:
 
 
 def options(stored: StoredRun, **changes: Any) -> Any:
-    """The run's `TestOptions` (unknown keys of an older test.json dropped) with `changes`."""
+    """The run's `TestOptions` (unknown keys of an older test.json dropped; options it
+    predates take the value that was then the behaviour, `PREDATED`) with `changes`."""
     recorded = {k: v for k, v in stored.test["options"].items() if k in SPEC.by_name}
-    return TestOptions(**{**recorded, "test_count": 1, **changes})
+    return TestOptions(**{**PREDATED, **recorded, "test_count": 1, **changes})
 
 
 def differing(options: Mapping[str, Any], db: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ under test (`--db`, suites/) is read only through contracts/protocols.py's `Syst
 
 1. `new_test`: a run folder (`contracts.store`), test.json (every option, the seed,
    versions, git revision; `end` null until the test ends);
-2. the main phase: the workload's ops at `--rate` at most, on `--concurrency` client threads
+2. the main phase: the workload's ops at `--rate` at most (a trickle in `--lulls`), on `--concurrency` client threads
    (and the queue workload's `--in-flight` send-only threads beside them), and the
    nemesis schedule (`--nemesis`, a fault every `--nemesis-interval` s), for `--time-limit` s;
 3. heal: the nemesis's `final_heal` (every package's final ops, `heal_all`, every node's
@@ -54,7 +54,7 @@ from contracts import generator as gen
 from contracts import store
 from contracts.errors import InputError, exit_code_for
 from contracts.history import HistoryWriter, clock_anchor
-from contracts.options import GeneralOptions
+from contracts.options import GeneralOptions, lull_spec
 from harness import interpreter, schedule_file
 from harness.analysis import check_run, render_outputs
 from harness.faults import OWED_GRACE, ScheduleGenerator, fault_packages, heal_op, nemesis_client, rotates
@@ -327,7 +327,7 @@ def run_case(test: Test) -> None:
     # trigger shape once) or a schedule file's actions (ScheduleGenerator.owes); the workload
     # goes on while a fault under way plays out (a story that began late reaches its trigger
     # under load) or one is owed, at most OWED_GRACE more time limits in all
-    clients = gen.clients(gen.rate(o.rate, wl.generator()))
+    clients = gen.clients(load(o, wl.generator()))
     grace = OWED_GRACE * o.time_limit
     main = gen.any_of(gen.while_nemesis_busy(o.time_limit, grace, clients, owed=schedule.owes),
                       gen.overtime(o.time_limit, grace, lambda _ctx: schedule.owes(), gen.nemesis(schedule)))
@@ -354,6 +354,13 @@ def run_case(test: Test) -> None:
     played = {a.package for a in test.recorder.actions} if test.recorder is not None else set()
     if unplayed := sorted(schedule.owed - played):
         test.record["mix_unplayed"] = unplayed
+
+
+def load(o: TestOptions, ops: Any) -> Any:
+    """The main phase's ops at `--rate` at most, slowed to a trickle in `--lulls`."""
+    paced = gen.rate(o.rate, ops)
+    spec = lull_spec(o.lulls)
+    return paced if spec is None else gen.lulls(*spec, paced)
 
 
 def _bootstrap_for(db: Any, nodes: list[Any], thread: int, route: Callable[[str], str] = str) -> str:

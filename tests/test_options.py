@@ -69,11 +69,20 @@ def test_campaign_keys_by_field_or_flag_name():
 
 @pytest.mark.parametrize("bad, says", [({"nodez": 3}, "unknown option 'nodez'"),
                                        ({"nodes": "many"}, "option 'nodes'"),
-                                       ({"unclean_election": "maybe"}, "option 'unclean_election'")])
+                                       ({"unclean_election": "maybe"}, "option 'unclean_election'"),
+                                       ({"lulls": "5:9:1"}, "needs 0 < SECONDS < EVERY")])
 def test_campaign_bad_keys_name_what_and_where(bad, says):
     with pytest.raises(InputError) as e:
         options.SPEC.from_mapping(bad, "c.yaml: cells[0]")
     assert "c.yaml: cells[0]" in str(e.value) and says in str(e.value)
+
+
+def test_lulls_are_read_checked_and_named_in_the_error(capsys):
+    assert options_from_args(parser().parse_args(["--lulls", "20:5:4.0"])).lulls == "20:5:4"
+    assert options_from_args(parser().parse_args([])).lulls == "none"
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--lulls", "20:5"])
+    assert "argument --lulls: lulls '20:5': expected EVERY:SECONDS:RATE" in capsys.readouterr().err
 
 
 def test_choices_are_checked():

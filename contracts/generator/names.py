@@ -22,6 +22,7 @@ from contracts.generator.leaves import Concat, Once, Repeat, Sleep
 from contracts.generator.wrappers import (
     FilterOps,
     Limit,
+    Lulls,
     MapOps,
     OnThreads,
     OnUpdate,
@@ -67,6 +68,11 @@ def rate(ops_per_s: float, gen: Any) -> Generator:
     if ops_per_s <= 0:
         raise ValueError("rate must be positive")
     return Stagger(1.0 / ops_per_s, gen)
+
+
+def lulls(every: float, seconds: float, rate: float, gen: Any) -> Generator:
+    """`gen` slowed to `rate` ops per second for `seconds` once every `every` s (`Lulls`)."""
+    return Lulls(every, seconds, rate, gen)
 
 
 def delay(seconds: float, gen: Any) -> Generator:

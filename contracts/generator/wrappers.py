@@ -1,5 +1,6 @@
 """Wrappers: one child generator, changed in one way. `Limit` (n ops), `TimeLimit`,
-`Overtime` and `WhileNemesisBusy` (a deadline), `Stagger` (op times spaced out), `MapOps`/`FilterOps` (ops
+`Overtime` and `WhileNemesisBusy` (a deadline), `Stagger` (op times spaced out), `Lulls` (spells of
+a trickle), `MapOps`/`FilterOps` (ops
 rewritten or dropped), `OnUpdate` (every event seen), `OnThreads` (routed to some threads)."""
 
 from __future__ import annotations
@@ -110,6 +111,42 @@ class Stagger(Generator):
             out["time"] = max(out["time"], self.next_time)
             gap = ctx.rng.uniform(0, 2 * self.dt) if self.uniform else self.dt
             self.next_time = out["time"] + int(gap)
+        return out
+
+    def update(self, ctx: Context, event: Mapping[str, Any]) -> None:
+        self.gen.update(ctx, event)
+
+
+class Lulls(Generator):
+    """`gen`'s ops, but in a lull of `seconds` once every `every` s (the first placed at
+    random in the first period, from `ctx.rng`) at most `rate` ops per second (random gaps
+    uniform in [0, 2/rate]): a load that drops to a trickle now and then, so that faults
+    also meet a partition with one record or none in flight (a divergent tail one record
+    long, an idle follower's fetch)."""
+
+    def __init__(self, every: float, seconds: float, rate: float, gen: Any):
+        if every <= 0 or not 0 < seconds < every or rate <= 0:
+            raise ValueError(f"lulls need 0 < seconds < every and rate > 0 (got every {every}, seconds {seconds}, "
+                             f"rate {rate})")
+        self.every, self.length, self.dt = int(every * NS), int(seconds * NS), NS / rate
+        self.gen = lift(gen)
+        self.first: int | None = None
+        self.next_time = 0
+
+    def lull_at(self, t: int) -> bool:
+        """Whether time `t` falls in a lull (after the first call placed them)."""
+        return self.first is not None and t >= self.first and (t - self.first) % self.every < self.length
+
+    def op(self, ctx: Context) -> dict[str, Any] | Pending | None:
+        if self.first is None:
+            self.first = ctx.time + int(ctx.rng.uniform(0, self.every - self.length))
+        first = self.first
+        out = self.gen.op(ctx)
+        if isinstance(out, dict) and self.lull_at(out["time"]):
+            t = out["time"]
+            end = t - (t - first) % self.every + self.length
+            out["time"] = min(max(t, self.next_time), end)  # the load comes back when the lull ends
+            self.next_time = out["time"] + int(ctx.rng.uniform(0, 2 * self.dt))
         return out
 
     def update(self, ctx: Context, event: Mapping[str, Any]) -> None:

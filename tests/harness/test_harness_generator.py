@@ -67,6 +67,29 @@ def test_delay_is_regular():
     assert [b - a for a, b in zip(ts, ts[1:], strict=False)] == [NS // 2] * 9
 
 
+@given(seed=st.integers(0, 2**16), every=st.floats(1.0, 3.0), frac=st.floats(0.2, 0.8), rate=st.floats(2.0, 20.0))
+@settings(max_examples=15, deadline=None)
+def test_lulls_slow_the_load_to_their_rate_and_leave_the_rest(seed, every, frac, rate):
+    seconds = every * frac
+    lulled = g.lulls(every, seconds, rate, g.stagger(0.005, g.repeat({"f": "x"})))
+    h = simulate(g.time_limit(3 * every, lulled), 4, seed=seed, latency=0.001)
+    ts = [e["time"] for e in invokes(h)]
+    inside = [t for t in ts if lulled.lull_at(t)]
+    span, first = 3 * every * NS, lulled.first
+    assert first is not None and 0 <= first <= (every - seconds) * NS
+    lull_s = sum(max(0, min(seconds * NS, span - (first + k * every * NS))) for k in range(3)) / NS
+    # in the lulls at most their rate (random gaps of mean 1/rate; one op may start each)
+    assert len(inside) <= 2 * rate * lull_s + 3
+    # outside them the stagger's pace (about 200 ops/s)
+    assert len(ts) - len(inside) >= 0.6 * 200 * (3 * every - lull_s) - 20
+
+
+def test_lulls_reject_impossible_shapes():
+    for every, seconds, rate in ((0, 1, 1), (5, 5, 1), (5, 0, 1), (5, 1, 0)):
+        with pytest.raises(ValueError):
+            g.lulls(every, seconds, rate, g.repeat({"f": "x"}))
+
+
 def test_rate_rejects_nonpositive():
     with pytest.raises(ValueError):
         g.rate(0, g.repeat({"f": "x"}))
