@@ -10,8 +10,9 @@ and measured two ways:
 - its default campaign, `--runs` rounds: each round runs the default test and then its
   transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`), each a real
   `wrack test` on a local cluster whose brokers run the copy (`--broker-command`), under
-  `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine), taken per run so
-  other work interleaves, or per mutant (`--lock-scope mutant`: its rounds back to back).
+  `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine; `--lock FILE` for
+  another, so that two invocations each run a cluster of their own beside the other's), taken
+  per run so other work interleaves, or per mutant (`--lock-scope mutant`: its rounds back to back).
 A round is *caught* at its first invalid twin (the others are
   skipped, `--all-twins` runs them anyway); its time to the first anomaly is that run's
   `first_bad_anomaly_time`, when the first anomaly its policy does not allow was witnessed
@@ -29,7 +30,7 @@ ends, and a later invocation with the same `--out` resumes: what is there is not
     .venv/bin/python bench/mutants.py --rebase             # follow code that moved to other files
     .venv/bin/python bench/mutants.py --out /tmp/mutants [--mutants a,b] [--runs 3]
         [--twins default,txn,idem] [--sim-seeds 100] [--no-sim] [--no-campaign]
-        [--time-limit S] [--all-twins] [--control] [--keep] [--lock-scope run|mutant]
+        [--time-limit S] [--all-twins] [--control] [--keep] [--lock-scope run|mutant] [--lock FILE]
         [--markdown FILE] [--json] [--workers N | --master URL] [--tests-per-host N] [--reanalyze]
 
 `--workers N` (a standalone Spark cluster of N 1-core workers started on this host and
@@ -233,7 +234,7 @@ def run_twin(launcher: Path, out: Path, m: Mutant, rnd: int, twin: str, a: argpa
     """One `wrack test` of `twin` on the mutated broker, under the machine's cluster lock."""
     seed = twin_seed(rnd, twin)
     name = f"{m.name}-r{rnd}-{twin}"
-    lock = ["flock", LOCK] if a.lock_scope == "run" else []  # "mutant": the campaign holds it (`holding`)
+    lock = ["flock", a.lock] if a.lock_scope == "run" else []  # "mutant": the campaign holds it (`holding`)
     argv = [*lock, str(Path(sys.executable).parent / "wrack"), "test", "--quiet", "--json",
             "--results", str(out / "runs"), "--name", name, "--seed", str(seed), "--no-data",
             "--broker-command", str(launcher), *twin_flags(TWINS[twin])]
@@ -341,7 +342,7 @@ def measure(m: Mutant, res: Results, a: argparse.Namespace, twins: list[str]) ->
             said = f"crashed: {s['error']}" if s["crashed"] else f"{s['failed']}/{a.sim_seeds} seeds failed"
             print(f"  {m.name} simulation: {said} ({s['wall_s']} s)", file=sys.stderr, flush=True)
         if need_runs:
-            with holding(LOCK if a.lock_scope == "mutant" else None):
+            with holding(a.lock if a.lock_scope == "mutant" else None):
                 campaign(copy / "run-broker", a.out, m, res, a, twins)
     return None
 
@@ -659,7 +660,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--base", default="HEAD", help="the broker the mutants patch: a git revision or 'worktree'")
     ap.add_argument("--keep", action="store_true", help="keep the folders of valid runs too")
     ap.add_argument("--lock-scope", choices=("run", "mutant"), default="run",
-                    help=f"hold {LOCK} for each run (default) or for each mutant's whole campaign")
+                    help="hold the cluster lock (--lock) for each run (default) or for each mutant's whole campaign")
+    ap.add_argument("--lock", default=LOCK, metavar="FILE",
+                    help=f"the cluster lock (default {LOCK}: one cluster at a time on this machine; another "
+                         "file lets two invocations share it, each with its own cluster)")
     ap.add_argument("--check", action="store_true", help="only check that every patch applies")
     ap.add_argument("--rebase", action="store_true",
                     help="rewrite every patch against --base, finding each hunk where its code moved")
