@@ -65,8 +65,12 @@ def _sentence(key: str, a: str, b: str, d: Mapping[str, Any], hwm: int) -> str:
             return f"{node} has no batch there"
         return f"{node} a batch of {x['base']}-{x['last']} (CRC {x['crc']:#010x}, leader epoch {x['epoch']})"
 
-    return (f"{key}: replicas {a} and {b} hold different records at offset {d['offset']}, below both their high "
-            f"watermarks (the lower is {hwm}): {batch(a, d.get('a'))}, {batch(b, d.get('b'))}")
+    x, y = d.get("a"), d.get("b")
+    what = "different records"
+    if isinstance(x, Mapping) and isinstance(y, Mapping) and (x["base"], x["last"], x["crc"]) == (y["base"], y["last"], y["crc"]):
+        what = "the same records under other leader epochs (one kept its copy of a batch a later leader wrote again)"
+    return (f"{key}: replicas {a} and {b} hold {what} at offset {d['offset']}, below both their high "
+            f"watermarks (the lower is {hwm}): {batch(a, x)}, {batch(b, y)}")
 
 
 def check(nemesis: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

@@ -87,6 +87,13 @@ def test_a_difference_below_both_high_watermarks_is_a_divergence():
     assert r["anomaly_keys"] == {"replica-divergence": {"q-0": 1}} and r["anomaly_times"] == {"replica-divergence": 12 * S}
 
 
+def test_the_same_batch_under_another_epoch_is_told_as_such():
+    x, y = {"base": 7, "last": 7, "crc": 5, "epoch": 3}, {"base": 7, "last": 7, "crc": 5, "epoch": 2}
+    d = {"replicas": ["n1", "n2"], "offset": 7, "a": x, "b": y, "written": S}
+    (e,) = replicas.check([state([d], {"n1": 9, "n2": 9})])["anomalies"]["replica-divergence"]
+    assert "hold the same records under other leader epochs" in e["explanation"]
+
+
 def test_a_difference_in_a_followers_uncommitted_tail_is_not():
     d = {"replicas": ["n1", "n2"], "offset": 40, "a": None, "b": None, "written": None}
     r = replicas.check([state([d], {"n1": 100, "n2": 40})])
