@@ -3,7 +3,7 @@
 Bare `wrack demo` (what `make demo` runs) is `wrack test` with the demo's settings: a
 5-node local cluster, the queue workload with acks=all (min ISR 2, RF 3), partitions and
 kills for 60 s; it prints what the run did (`story`: operations, faults and availability
-under them, recovery after each heal, what the checker found), the verdict and the
+under them, recovery after each heal, whether the replicas agree, what the checker found), the verdict and the
 report's path, exit 0 valid, 1 invalid,
 2 unknown, 255 crash. Test options (`--time-limit`, `--nodes`, ...) override the demo's.
 
@@ -93,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def story(res: dict[str, Any]) -> list[str]:
-    """What the run did, in four lines from its results.json: the workload, the faults and
-    availability under them, the recovery after each heal, what the checker found."""
+    """What the run did, in a few lines from its results.json: the workload, the faults and
+    availability under them, the recovery after each heal, whether the replicas' logs agree,
+    what the checker found."""
     h, checked, live = res.get("history") or {}, res.get("checked") or {}, res.get("liveness") or {}
     avail = live.get("availability") or {}
     lines = [f"workload: {h.get('ok', 0) + h.get('fail', 0) + h.get('info', 0):,} operations: {h.get('ok', 0):,} ok, "
@@ -114,6 +115,11 @@ def story(res: dict[str, Any]) -> list[str]:
         lines.append(f"recovery: the first acknowledged send came {min(waits):.1f}-{max(waits):.1f} s after each "
                      f"of {len(waits)} heals; {len(keys)} key(s) took writes and reads within "
                      f"{live.get('bound_s', 0):g} s of the final heal")
+    reps = res.get("replicas") or {}
+    if reps.get("checked"):
+        agree = "agree below their high watermarks" if reps.get("valid") is True else "do not all agree"
+        lines.append(f"replicas: {reps.get('replicas_read', 0)} replica logs of {reps.get('partitions', 0)} "
+                     f"partitions read after the final phase: they {agree}")
     found = res.get("anomaly_types") or []
     quiet = "no acknowledged write lost, duplicated or reordered" if res.get("checker") == "queue" else "no anomaly"
     lines.append(f"checked ({res.get('checker', '?')}): " + (", ".join(found) if found else quiet))

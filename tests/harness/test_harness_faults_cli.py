@@ -104,8 +104,9 @@ def test_help_of_every_harness_command():
 
 
 def test_the_demo_tells_what_the_run_did():
-    """`wrack demo` prints four lines before the verdict: operations, faults with availability
-    under them, recovery after the heals, the checker's finding (from results.json)."""
+    """`wrack demo` prints a few lines before the verdict: operations, faults with availability
+    under them, recovery after the heals, the replicas' agreement, the checker's finding (from
+    results.json)."""
     from harness.cmd_demo import story
 
     res = {"checker": "queue", "anomaly_types": [],
@@ -122,3 +123,7 @@ def test_the_demo_tells_what_the_run_did():
         "checked (queue): no acknowledged write lost, duplicated or reordered"]
     found = story({**res, "anomaly_types": ["lost-write"], "liveness": {}})
     assert found[1:] == ["checked (queue): lost-write"]
+    reps = {"valid": True, "checked": True, "partitions": 4, "replicas_read": 12}
+    assert story({**res, "replicas": reps})[-2] == ("replicas: 12 replica logs of 4 partitions read after the final "
+                                                   "phase: they agree below their high watermarks")
+    assert "do not all agree" in story({**res, "replicas": {**reps, "valid": False}})[-2]
