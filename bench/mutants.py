@@ -8,7 +8,8 @@ and measured two ways:
 
 - the simulation's catch rate: `python -m broker.sim --seeds N` on the copy (failed seeds);
 - its default campaign, `--runs` rounds: each round runs the default test and then its
-  transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`), each a real
+  transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`) (and, asked
+  for with `--twins`, its durability twin `fsync`: `--flush-policy every`), each a real
   `wrack test` on a local cluster whose brokers run the copy (`--broker-command`), under
   `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine; `--lock FILE` for
   another, so that two invocations each run a cluster of their own beside the other's), taken
@@ -74,7 +75,9 @@ CATALOGUE = ROOT / "bench" / "mutants"
 LOCK = "/tmp/wrack-e2e.lock"
 EXIT_BAD_INPUT = 254
 # each twin's `wrack test` options beyond the defaults (TestOptions fields; `twin_flags` spells them)
-TWINS: dict[str, dict[str, Any]] = {"default": {}, "txn": {"txn_p": 0.5}, "idem": {"idempotence": True}}
+TWINS: dict[str, dict[str, Any]] = {"default": {}, "txn": {"txn_p": 0.5}, "idem": {"idempotence": True},
+                                    "fsync": {"flush_policy": "every"}}
+DEFAULT_TWINS = ("default", "txn", "idem")  # the default campaign; `fsync` (a flush per message) on request
 CONTROL = "control"
 
 
@@ -650,7 +653,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", type=Path, default=None, help="where results.jsonl and the runs go (resumed if there)")
     ap.add_argument("--mutants", default=None, help="comma list of mutant names (default: all)")
     ap.add_argument("--runs", type=int, default=3, help="rounds of the default campaign per mutant (default 3)")
-    ap.add_argument("--twins", default=",".join(TWINS), help=f"twins of a round, in order (default {','.join(TWINS)})")
+    ap.add_argument("--twins", default=",".join(DEFAULT_TWINS),
+                    help=f"twins of a round, in order (default {','.join(DEFAULT_TWINS)}; also: fsync, "
+                         "--flush-policy every, what a user testing durability would pick)")
     ap.add_argument("--sim-seeds", type=int, default=100, help="simulation seeds per mutant (default 100)")
     ap.add_argument("--no-sim", dest="sim", action="store_false", help="skip the simulation")
     ap.add_argument("--no-campaign", dest="campaign", action="store_false", help="skip the real runs")

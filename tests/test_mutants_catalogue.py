@@ -77,7 +77,7 @@ def test_a_round_counts_once_caught_or_every_twin_ran(tmp_path):
         res.add({"kind": "run", "mutant": "m", "round": rnd, "twin": twin, "verdict": verdict,
                  "first_anomaly_s": first, "anomaly_types": ["lost-write"] if first else [], "wall_s": 1.0})
     a = mutants.parse(["--out", str(tmp_path), "--no-sim"])
-    row = mutants.summarize(m, res, a, None, list(mutants.TWINS))
+    row = mutants.summarize(m, res, a, None, list(mutants.DEFAULT_TWINS))
     assert (row["caught"], row["rounds"], row["pending"]) == (1, 2, 1)
     assert row["by_twin"] == ["txn"] and row["first_anomaly_s"] == 12.0
     assert mutants.totals([row], 3)["measured"] == 0  # not yet 3 complete rounds
