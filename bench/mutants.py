@@ -9,7 +9,8 @@ and measured two ways:
 - the simulation's catch rate: `python -m broker.sim --seeds N` on the copy (failed seeds);
 - its default campaign, `--runs` rounds: each round runs the default test and then its
   transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`) (and, asked
-  for with `--twins`, its durability twin `fsync`: `--flush-policy every`), each a real
+  for with `--twins`, its durability twin `fsync`: `--flush-policy every --nemesis
+  mix,power-loss-many`), each a real
   `wrack test` on a local cluster whose brokers run the copy (`--broker-command`), under
   `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine; `--lock FILE` for
   another, so that two invocations each run a cluster of their own beside the other's), taken
@@ -76,8 +77,10 @@ LOCK = "/tmp/wrack-e2e.lock"
 EXIT_BAD_INPUT = 254
 # each twin's `wrack test` options beyond the defaults (TestOptions fields; `twin_flags` spells them)
 TWINS: dict[str, dict[str, Any]] = {"default": {}, "txn": {"txn_p": 0.5}, "idem": {"idempotence": True},
-                                    "fsync": {"flush_policy": "every"}}
-DEFAULT_TWINS = ("default", "txn", "idem")  # the default campaign; `fsync` (a flush per message) on request
+                                    "fsync": {"flush_policy": "every", "nemesis": "mix,power-loss-many"}}
+# the default campaign; `fsync` on request: what a user testing durability picks, a flush per
+# message and power losses of one node, a minority or a majority at once beside the default faults
+DEFAULT_TWINS = ("default", "txn", "idem")
 CONTROL = "control"
 
 
@@ -655,7 +658,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=3, help="rounds of the default campaign per mutant (default 3)")
     ap.add_argument("--twins", default=",".join(DEFAULT_TWINS),
                     help=f"twins of a round, in order (default {','.join(DEFAULT_TWINS)}; also: fsync, "
-                         "--flush-policy every, what a user testing durability would pick)")
+                         "--flush-policy every --nemesis mix,power-loss-many, what a user testing durability picks)")
     ap.add_argument("--sim-seeds", type=int, default=100, help="simulation seeds per mutant (default 100)")
     ap.add_argument("--no-sim", dest="sim", action="store_false", help="skip the simulation")
     ap.add_argument("--no-campaign", dest="campaign", action="store_false", help="skip the real runs")
