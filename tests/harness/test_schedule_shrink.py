@@ -209,3 +209,15 @@ def test_the_report_leads_with_the_bug_and_folds_the_configuration(tmp_path):
     conf = html[html.index('id="configuration"'):html.index('id="policy"')]
     assert "<details>" in conf and "--schedule" not in conf
     assert "wrack rerun" in html and "wrack shrink" in html and "--schedule" in html
+
+
+def test_a_rerun_of_a_run_older_than_an_option_runs_as_it_did(tmp_path):
+    """`wrack rerun` reads a run's options from its test.json; an option added since (lulls)
+    takes the behaviour the run had (none), not today's default; one recorded is kept."""
+    from harness import reproduce
+
+    old = reproduce.StoredRun(tmp_path, {"options": {"nodes": 3, "seed": 7, "no_such_option": 1}}, None)
+    o = reproduce.options(old)
+    assert (o.nodes, o.seed, o.lulls, o.test_count) == (3, 7, "none", 1)
+    new = reproduce.StoredRun(tmp_path, {"options": {"lulls": "20:5:4"}}, None)
+    assert reproduce.options(new).lulls == "20:5:4"
