@@ -114,7 +114,7 @@ def merge_results(parts: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         if isinstance(part.get("anomaly_times"), Mapping):
             times = times if times is not None else {}
             for kind, t in part["anomaly_times"].items():
-                times[kind] = t if kind not in times or t is None else min(x for x in (times[kind], t) if x is not None)
+                times[kind] = min(times.get(kind, t), t)
         types += [t for t in anomaly_types(part) if t not in types]
         for kind, examples in (part.get("anomalies") or {}).items():
             anomalies[kind] = _as_list(anomalies[kind]) + _as_list(examples) if kind in anomalies else examples

@@ -37,29 +37,30 @@ def csv(v: str | list[str]) -> list[str]:
     return [x.strip() for x in items if x.strip() and x.strip() != "none"]
 
 
-def lulls(v: str) -> str:
-    """`EVERY:SECONDS:RATE` (a lull of SECONDS at RATE ops/s once every EVERY s) or `none`,
-    checked and written back; ValueError naming what is wrong."""
+def _lull_numbers(v: str) -> tuple[float, float, float] | None:
+    """`EVERY:SECONDS:RATE` as three numbers, None for `none`; ValueError naming what is wrong."""
     text = str(v).strip()
     if text in ("none", "", "0"):
-        return "none"
-    parts = text.split(":")
+        return None
     try:
-        every, seconds, rate = (float(x) for x in parts)
+        every, seconds, rate = (float(x) for x in text.split(":"))
     except ValueError:
         raise ValueError(f"lulls {text!r}: expected EVERY:SECONDS:RATE (three numbers, e.g. 20:5:4) or none") from None
     if not (every > 0 and 0 < seconds < every and rate > 0):
         raise ValueError(f"lulls {text!r}: needs 0 < SECONDS < EVERY and RATE > 0")
-    return ":".join(f"{x:g}" for x in (every, seconds, rate))
+    return every, seconds, rate
+
+
+def lulls(v: str) -> str:
+    """`EVERY:SECONDS:RATE` (a lull of SECONDS at RATE ops/s once every EVERY s) or `none`,
+    checked and written back; ValueError naming what is wrong."""
+    spec = _lull_numbers(v)
+    return "none" if spec is None else ":".join(f"{x:g}" for x in spec)
 
 
 def lull_spec(v: str) -> tuple[float, float, float] | None:
     """A checked `lulls` value as (every, seconds, rate), or None for `none`."""
-    text = lulls(v)
-    if text == "none":
-        return None
-    every, seconds, rate = (float(x) for x in text.split(":"))
-    return every, seconds, rate
+    return _lull_numbers(v)
 
 
 def command(v: str | list[str]) -> list[str]:
@@ -158,11 +159,11 @@ def reader(f: Field) -> Callable[[str], Any]:
     """`parse_value` for `f` as an argparse `type` (named after the type, for its errors; a
     parser's own ValueError message is the error, as it names what is wrong)."""
     def read(text: str) -> Any:
-        if f.metadata["parse"] is None:
-            return parse_value(f, text)
         try:
             return parse_value(f, text)
         except ValueError as e:
+            if f.metadata["parse"] is None:
+                raise  # argparse names the type: "invalid int value"
             raise argparse.ArgumentTypeError(str(e)) from None
 
     read.__name__ = _scalar_type(f).__name__ if f.metadata["parse"] is None else "value"

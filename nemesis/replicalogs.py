@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 from nemesis.targets import TargetError
 
 FETCH_BYTES = 8 << 20  # bytes per debugging fetch (a whole log takes several)
-DEBUG_REPLICA_ID = -2
 
 
 class BatchId(NamedTuple):
@@ -64,14 +63,13 @@ def read_replica(address: str, topic: str, partition: int, port: int = 9092, tim
     # lazy: broker.wire imports kio (~0.25 s), as nemesis.targets' calls do
     from broker.records import BatchError, iter_batches
     from broker.wire.client import RawClient
-    from broker.wire.kafka import FETCH
 
     with RawClient(address, port, timeout=timeout) as c:
-        p = _fetch(c, FETCH, topic, partition, 0, fetch_bytes, start_unknown=True)
+        p = _fetch(c, topic, partition, 0, fetch_bytes, start_unknown=True)
         out = ReplicaLog(int(p.high_watermark), int(p.log_start_offset), int(p.log_start_offset))
         offset = out.log_start
         if p.error_code.value != 0:  # the log starts later than 0: ask from its start
-            p = _fetch(c, FETCH, topic, partition, offset, fetch_bytes)
+            p = _fetch(c, topic, partition, offset, fetch_bytes)
         while True:
             got = 0
             try:
@@ -85,16 +83,18 @@ def read_replica(address: str, topic: str, partition: int, port: int = 9092, tim
                 pass
             if not got:
                 break
-            p = _fetch(c, FETCH, topic, partition, offset, fetch_bytes)
+            p = _fetch(c, topic, partition, offset, fetch_bytes)
         out.log_end = offset
     return out
 
 
-def _fetch(c: Any, api: int, topic: str, partition: int, offset: int, fetch_bytes: int,
-           start_unknown: bool = False) -> Any:
+def _fetch(c: Any, topic: str, partition: int, offset: int, fetch_bytes: int, start_unknown: bool = False) -> Any:
     """One partition's answer to a debugging fetch from `offset`; TargetError for an error
     (`start_unknown`: OFFSET_OUT_OF_RANGE with a log start is returned, to ask again there)."""
-    r = c.call(api, 12, {"replica_id": DEBUG_REPLICA_ID, "max_wait": 0, "min_bytes": 0, "max_bytes": fetch_bytes,
+    from broker.core.messages import DEBUG_REPLICA_ID  # lazy, as read_replica's imports
+    from broker.wire.kafka import FETCH
+
+    r = c.call(FETCH, 12, {"replica_id": DEBUG_REPLICA_ID, "max_wait": 0, "min_bytes": 0, "max_bytes": fetch_bytes,
                          "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
                              {"partition": partition, "fetch_offset": offset, "current_leader_epoch": -1,
                               "partition_max_bytes": fetch_bytes}]}], "forgotten_topics_data": []})

@@ -132,11 +132,12 @@ def node_offset(address: str, topic: str, partition: int, log_end: bool = False,
     leader or follower (Kafka's debug replica id -2). OSError when the node does not answer,
     TargetError when it has no such answer (e.g. not the leader)."""
     # lazy: broker.wire imports kio (~0.25 s); as node_metadata, only this call needs it
+    from broker.core.messages import DEBUG_REPLICA_ID
     from broker.wire.client import RawClient
     from broker.wire.kafka import LIST_OFFSETS
 
     with RawClient(address, port, timeout=timeout) as c:
-        r = c.call(LIST_OFFSETS, 7, {"replica_id": -2 if log_end else -1, "isolation_level": int(committed), "topics": [
+        r = c.call(LIST_OFFSETS, 7, {"replica_id": DEBUG_REPLICA_ID if log_end else -1, "isolation_level": int(committed), "topics": [
             {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}]})
     p = r.topics[0].partitions[0]
     if p.error_code.value != 0:
