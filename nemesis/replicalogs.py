@@ -91,7 +91,8 @@ def read_replica(address: str, topic: str, partition: int, port: int = 9092, tim
 def _fetch(c: Any, topic: str, partition: int, offset: int, fetch_bytes: int, start_unknown: bool = False) -> Any:
     """One partition's answer to a debugging fetch from `offset`; TargetError for an error
     (`start_unknown`: OFFSET_OUT_OF_RANGE with a log start is returned, to ask again there)."""
-    from broker.core.messages import DEBUG_REPLICA_ID  # lazy, as read_replica's imports
+    # lazy: broker.wire imports kio (~0.25 s), as read_replica's imports
+    from broker.core.messages import DEBUG_REPLICA_ID
     from broker.wire.kafka import FETCH
 
     r = c.call(FETCH, 12, {"replica_id": DEBUG_REPLICA_ID, "max_wait": 0, "min_bytes": 0, "max_bytes": fetch_bytes,
