@@ -86,8 +86,10 @@ def power_loss_package(targets: Sequence[Any] = ("one",), torn: Sequence[Any] = 
     """SIGKILL + drop unsynced data + restart (nemesis/lazyfs); an instant. Its heal puts
     every LazyFS into pass-through mode (nothing is lost after the schedule). By default one
     node at a time: with acks=all and min ISR 2 the protocol promises that loses nothing
-    (seed 002, the ELR), so any loss is a bug; `power-loss-many` also takes minorities and
-    majorities at once, beyond that promise (the policy then allows their partitions' loss)."""
+    (seed 002, the ELR), so any loss is a bug; `power-loss-many` also takes minorities,
+    majorities and the whole cluster at once (a site's power cut, as Jepsen's LazyFS tests
+    do), beyond that promise unless every write is fsynced (the policy then allows their
+    partitions' loss; with a flush per message it allows none)."""
     pick, pick_torn = _choice(list(targets)), _choice(list(torn))
     return FaultPackage(name, lambda rng: FaultOp("power-loss", {"nodes": pick(rng), "torn": pick_torn(rng)}),
                         None, [], FAULT_COLORS["power-loss"], install_power_loss)
@@ -131,7 +133,7 @@ PACKAGES: dict[str, Callable[[], FaultPackage]] = {
     "restart": restart_package, "rolling-restart": lambda: restart_package(("all",), rolling=True),
     "power-loss": power_loss_package, "clock": clock_package, "corruption": corruption_package,
     "membership": membership_package,
-    "power-loss-many": lambda: power_loss_package(("one", "minority", "majority"), name="power-loss-many"),
+    "power-loss-many": lambda: power_loss_package(("one", "minority", "majority", "all"), name="power-loss-many"),
 }
 
 

@@ -15,8 +15,9 @@ backend whose nodes have /dev/fuse, CAP_SYS_ADMIN and the project installed.
 `install_power_loss(nemesis, db)` adds the hook (once) and registers:
 - `power-loss` value TARGET or {"nodes": TARGET, "torn": false | true | N}: SIGKILL the
   broker, drop its unsynced data (a torn write keeps part of each file's last unsynced
-  write), let the kernel forget the cached pages, restart the broker. Recorded with what
-  was lost, per node.
+  write), let the kernel forget the cached pages, restart the broker. The nodes of one
+  power loss go down together: every one is killed and loses its data before the first is
+  started again. Recorded with what was lost, per node.
 - `kill` records what each node's LazyFS dropped under `lost` (as `power-loss` does; empty
   when `lose_on_kill` is off and a kill keeps the page cache), so a history says which kills
   were lossy;
@@ -225,28 +226,30 @@ def install_power_loss(nemesis: Any, db: Any | None = None, opts: LazyFSOptions 
             spec, torn = value["nodes"], value.get("torn", False)
         names = nemesis.targets(spec or "one")
         seed = nemesis.rng.randrange(2**31) if torn is True else None
-        lost: dict[str, Any] = {}
-        for name in names:
-            node = nemesis.cluster.node(name)
-            status = hook.status(node)
-            if status is None:
-                raise LazyFSError(f"{name}: no LazyFS mounted at {hook.mountpoint(node)} "
-                                  f"(install_power_loss before db.setup)")
-            if status["mode"] != "lazy":
-                hook.ctl(node, "configure", mode="lazy")
-            passthrough.discard(name)
-            hook.last_loss.pop(name, None)
-            hook.next_loss[name] = {"torn": torn, "seed": seed}
-            db.kill(node)
-            rep = hook.last_loss.pop(name, None)
-            if rep is None:  # lose_on_kill is off: lose explicitly
-                hook.next_loss.pop(name, None)
-                rep = hook.lose(node, torn=torn, seed=seed)
-            lost[name] = _summary(rep)
-            db.start(node)
+        lost = {name: lose_power(nemesis.cluster.node(name), torn, seed) for name in names}
+        for name in names:  # together: every node is down before the first comes back (a site's power cut)
+            db.start(nemesis.cluster.node(name))
             nemesis.killed.discard(name)
             nemesis.paused.discard(name)
         return {"nodes": names, "torn": torn, "seed": seed, "lost": lost}
+
+    def lose_power(node: Any, torn: Any, seed: int | None) -> dict[str, Any]:
+        """SIGKILL `node`'s service and drop its unsynced data; what was lost, summarised."""
+        status = hook.status(node)
+        if status is None:
+            raise LazyFSError(f"{node.name}: no LazyFS mounted at {hook.mountpoint(node)} "
+                              f"(install_power_loss before db.setup)")
+        if status["mode"] != "lazy":
+            hook.ctl(node, "configure", mode="lazy")
+        passthrough.discard(node.name)
+        hook.last_loss.pop(node.name, None)
+        hook.next_loss[node.name] = {"torn": torn, "seed": seed}
+        db.kill(node)
+        rep = hook.last_loss.pop(node.name, None)
+        if rep is None:  # lose_on_kill is off: lose explicitly
+            hook.next_loss.pop(node.name, None)
+            rep = hook.lose(node, torn=torn, seed=seed)
+        return _summary(rep)
 
     def heal() -> None:
         """Every node not yet healed: sync, pass-through; one `lazyfs-sync` event if any."""

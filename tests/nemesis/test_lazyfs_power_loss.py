@@ -241,3 +241,24 @@ def test_lazyfs_cache_limit_writes_back_and_report(make_cluster, direct_io):
         size = os.path.getsize(p)
         assert size + lost == len(chunk) * 12 and size >= len(chunk) * 12 - (1 << 20)
         assert Path(p).read_bytes() == (chunk * 12)[:size]
+
+
+def test_a_power_loss_of_several_nodes_takes_them_down_together(writer_cluster):
+    """Like a site's power cut: every node is killed and loses its unsynced data before the
+    first is started again (one after another, the first would be back, catching up, when
+    the last went down)."""
+    c, db, nem, _ = writer_cluster
+    calls: list[tuple[str, str]] = []
+    kill, start = db.kill, db.start
+    db.kill = lambda node: (calls.append(("kill", node.name)), kill(node))[1]  # type: ignore[method-assign]
+    db.start = lambda node, env=None: (calls.append(("start", node.name)), start(node, env))[1]  # type: ignore[method-assign]
+    for n in c.nodes:
+        db.setup(n)
+        start(n)
+    written = {n.name: wait_written(n, db) for n in c.nodes}
+    ev = nem.invoke(FaultOp("power-loss", {"nodes": "all", "torn": False}))
+    assert sorted(ev["value"]["nodes"]) == ["n1", "n2"]
+    assert [f for f, _ in calls] == ["kill", "kill", "start", "start"], calls
+    for n in c.nodes:
+        assert ev["value"]["lost"][n.name]["lost_bytes"] == int(written[n.name]["unsynced"])
+        assert db.running(n)
