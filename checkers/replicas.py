@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contracts.history import last_event
+
 REPLICA_DIVERGENCE = "replica-divergence"
 REPLICA_STATE = "replica-state"  # nemesis/observer.py's event
 SHOWN = 20  # anomalies listed in a result (all are counted)
@@ -33,11 +35,7 @@ SHOWN = 20  # anomalies listed in a result (all are counted)
 
 def last_state(nemesis: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The last `replica-state` event of a history's nemesis events, or None."""
-    last = None
-    for ev in nemesis:
-        if ev.get("f") == REPLICA_STATE and isinstance(ev.get("value"), Mapping):
-            last = ev
-    return last
+    return last_event(nemesis, REPLICA_STATE)
 
 
 def divergences(event: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contracts.history import last_event
+
 HANGING_TXN = "hanging-txn"
 TXN_STATE = "txn-state"  # nemesis/observer.py's event
 
@@ -24,10 +26,7 @@ TXN_STATE = "txn-state"  # nemesis/observer.py's event
 def hanging(nemesis: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The `hanging-txn` anomalies of a history's nemesis events (module docstring): from
     its last `txn-state` event, the partitions whose LSO stayed below their HWM."""
-    last = None
-    for ev in nemesis:
-        if ev.get("f") == TXN_STATE and isinstance(ev.get("value"), Mapping):
-            last = ev
+    last = last_event(nemesis, TXN_STATE)
     if last is None:
         return []
     v = last["value"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -265,6 +265,15 @@ FAULT_COLORS = {
 }
 
 FINAL_HEAL_F = "final-heal"  # the nemesis event the runner journals once every fault is undone
+
+
+def last_event(events: Iterable[Mapping[str, Any]], f: str) -> Mapping[str, Any] | None:
+    """The last event named `f` whose value is a mapping (an observer's record), or None."""
+    last = None
+    for ev in events:
+        if ev.get("f") == f and isinstance(ev.get("value"), Mapping):
+            last = ev
+    return last
 
 
 def fault_windows(nemesis_events: Iterable[dict[str, Any]]) -> list[FaultWindow]:
