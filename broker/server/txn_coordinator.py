@@ -283,7 +283,10 @@ class TxnCoordinator:
 
     async def _store(self, p: int, shard: _Shard, meta: TxnMetadata) -> ErrorCode:
         """Append `meta` to the state partition (acks=all); on success it is the id's state.
-        A failed write drops the loaded state (the next request replays the log)."""
+        A failed write leaves the state as it was (Kafka's TransactionStateManager): the
+        record may be in the local log, uncommitted (NOT_ENOUGH_REPLICAS_AFTER_APPEND), and a
+        replay would answer from a transition the client was told failed. The state is
+        replayed again only for a new leader epoch (`_shard`)."""
         batch = encode_batch([encode(meta)], [meta.txn_id.encode("utf-8")], int(time.time() * 1000))
         err = await append_local(self.node, TopicPartition(STATE_TOPIC, p), batch, 30000)
         if err is E.none and self._current(p, shard):
@@ -293,8 +296,6 @@ class TxnCoordinator:
             else:
                 shard.started.pop(meta.txn_id, None)
             return E.none
-        if self.shards.get(p) is shard:
-            del self.shards[p]
         self.log.info("%s-%d: storing %s of %s failed: %s", STATE_TOPIC, p, meta.state, meta.txn_id, err.name)
         return E.not_coordinator if err in (E.not_leader_or_follower, E.none) else E.coordinator_not_available
 
