@@ -250,8 +250,14 @@ def test_a_power_loss_of_several_nodes_takes_them_down_together(writer_cluster):
     c, db, nem, _ = writer_cluster
     calls: list[tuple[str, str]] = []
     kill, start = db.kill, db.start
-    db.kill = lambda node: (calls.append(("kill", node.name)), kill(node))[1]  # type: ignore[method-assign]
-    db.start = lambda node, env=None: (calls.append(("start", node.name)), start(node, env))[1]  # type: ignore[method-assign]
+
+    def recorded(name, f):
+        def call(node, *args):
+            calls.append((name, node.name))
+            return f(node, *args)
+        return call
+
+    db.kill, db.start = recorded("kill", kill), recorded("start", start)  # type: ignore[method-assign]
     for n in c.nodes:
         db.setup(n)
         start(n)
