@@ -3,6 +3,8 @@
 Exit codes (docs/ARCHITECTURE.md, as in Jepsen): 0 valid, 1 invalid, 2 unknown, 254 bad arguments
 or input, 255 crash. Bad input never shows a traceback: `InputError` becomes
 ``wrack: error: FILE:LINE: message``. Set WRACK_DEBUG=1 to see tracebacks of crashes.
+A `wrack` that seems stuck prints every thread's stack to stderr on SIGUSR1 (`kill -USR1 PID`)
+and goes on.
 
 Each subcommand lives in its own module with `add_parser(subparsers)` and
 `run(args) -> int`; modules keep their top-level imports light so that `wrack check`
@@ -12,8 +14,10 @@ starts fast, and import heavy libraries inside `run`.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import os
+import signal
 import sys
 import traceback
 
@@ -83,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
+    """The `wrack` executable: `main` with SIGUSR1 printing every thread's stack."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     sys.exit(main())
 
 

@@ -21,6 +21,13 @@ that got `info` never issues another op). An exception from `invoke` becomes `in
 Nemesis ops (process "nemesis") go to `nemesis(op)`, which records its own events (a
 `nemesis.core.Nemesis` appends one `info` event per fault); they are not journaled here.
 
+A client op that has not returned after `op_timeout` s (a client library blocked in a call
+that has no deadline of its own) is abandoned: the executor journals its completion as
+`info` ("indeterminate: ... abandoned"), its process ends as after any `info`, and the thread
+goes on with a fresh worker; the abandoned worker's late answer is dropped and its client
+closed on that worker. Clients left at the end are closed in parallel, at most
+`join_timeout` s in all: neither a hung op nor a hung close holds the run.
+
 Why here and not beside the loop on the ground floor: this executor opens clients, runs
 threads and blocks on queues, the application's I/O; the ground floor stays pure (the loop
 and the virtual-clock executor, which the floors below the harness use to preview their
@@ -29,6 +36,7 @@ generators).
 
 from __future__ import annotations
 
+import functools
 import queue
 import random
 import threading
@@ -56,7 +64,8 @@ POLL_S = 0.2  # the longest the loop waits at once: `stop` is noticed within it
 
 class _Worker:
     """One thread: runs the ops put in its inbox, journals client completions, reports each
-    completion on `done`. None in the inbox ends it."""
+    completion on `done`. None in the inbox ends it. `abandon()` (the op in flight took too
+    long) ends it too: its op's answer, when it comes, is dropped, and `on_dropped` runs."""
 
     def __init__(
         self,
@@ -72,8 +81,27 @@ class _Worker:
         self._done = done
         self._history = history
         self._journal = journal
+        self._lock = threading.Lock()
+        self.op: dict[str, Any] | None = None  # the op in flight
+        self.since = 0.0  # monotonic s when it started
+        self.abandoned = False
+        self.on_dropped: Callable[[], None] | None = None
         self.t = threading.Thread(target=self._loop, name=f"worker-{thread}", daemon=True)
         self.t.start()
+
+    def put(self, op: dict[str, Any]) -> None:
+        with self._lock:
+            self.op, self.since = op, time.monotonic()
+        self.inbox.put(op)
+
+    def abandon(self, older_than: float) -> dict[str, Any] | None:
+        """Abandon the op in flight if it started over `older_than` s ago: that op, or None
+        (nothing in flight, or not that old, or its answer is being reported)."""
+        with self._lock:
+            if self.op is None or self.abandoned or time.monotonic() - self.since < older_than:
+                return None
+            self.abandoned = True
+            return self.op
 
     def _loop(self) -> None:
         while True:
@@ -81,6 +109,13 @@ class _Worker:
             if op is None:
                 return
             answer = self._run_op(self.thread, op)
+            with self._lock:
+                dropped = self.abandoned
+                self.op = None
+            if dropped:
+                if self.on_dropped is not None:
+                    self.on_dropped()
+                return
             if self._journal:
                 ev = self._history.append(completion_event(op, answer))
             else:
@@ -100,7 +135,7 @@ class _ClientPool:
         process = op["process"]
         cur = self.clients.get(thread)
         if cur is not None and cur[0] != process:
-            self._close(thread)
+            _close_quietly(self.take(thread, cur[0]))
             cur = None
         if cur is None:
             try:
@@ -117,26 +152,46 @@ class _ClientPool:
         if comp.get("type") not in ("ok", "fail", "info"):
             comp["type"] = "info"
         if comp["type"] == "info":
-            self._close(thread)
+            _close_quietly(self.take(thread, process))
         return comp
 
-    def _close(self, thread: Any) -> None:
+    def take(self, thread: Any, process: int) -> Client | None:
+        """Remove `thread`'s client if it is `process`'s (else a later process's stays)."""
         with self.lock:
-            cur = self.clients.pop(thread, None)
-        if cur is not None:
-            try:
-                cur[1].close()
-            except Exception:  # noqa: BLE001 - a broken client is still gone
-                pass
+            cur = self.clients.get(thread)
+            if cur is None or cur[0] != process:
+                return None
+            del self.clients[thread]
+            return cur[1]
 
-    def close_all(self) -> None:
-        for t in list(self.clients):
-            self._close(t)
+    def close_all(self, timeout: float) -> None:
+        """Close every client, in parallel, waiting at most `timeout` s in all (a close that
+        hangs is left to its daemon thread)."""
+        with self.lock:
+            left = [c for _, c in self.clients.values()]
+            self.clients.clear()
+        closers = [threading.Thread(target=_close_quietly, args=(c,), name="close-client", daemon=True)
+                   for c in left]
+        for t in closers:
+            t.start()
+        deadline = time.monotonic() + timeout
+        for t in closers:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _close_quietly(client: Client | None) -> None:
+    if client is None:
+        return
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - a broken client is still gone
+        pass
 
 
 class ThreadedExecutor:
     """`OpLoop`'s executor for a real run (contracts/generator/loop.py `Executor`): worker
-    threads, a client pool, the history's clock; `close()` ends the workers and clients."""
+    threads, a client pool, the history's clock, the abandonment of client ops older than
+    `op_timeout` s (None: never); `close()` ends the workers and clients."""
 
     def __init__(
         self,
@@ -146,12 +201,14 @@ class ThreadedExecutor:
         history: EventSink,
         nemesis: Callable[[dict[str, Any]], Any] | None,
         stop: threading.Event,
+        op_timeout: float | None = None,
     ):
         self.done: queue.SimpleQueue = queue.SimpleQueue()
         self.pool = _ClientPool(clients)
-        self.runners: dict[Any, _Worker] = {
-            t: _Worker(t, self.pool.run_op, self.done, history, True) for t in range(threads)
-        }
+        self.history = history
+        self.op_timeout = op_timeout
+        self._next_check = 0.0
+        self.runners: dict[Any, _Worker] = {t: self._client_worker(t) for t in range(threads)}
         if nemesis is not None:
 
             def run_nemesis(_thread: Any, op: dict[str, Any]) -> dict[str, Any]:
@@ -166,16 +223,21 @@ class ThreadedExecutor:
         self.journal = history.append
         self.stopped = stop.is_set
 
+    def _client_worker(self, thread: int) -> _Worker:
+        return _Worker(thread, self.pool.run_op, self.done, self.history, True)
+
     def start(self, thread: Any, op: dict[str, Any]) -> None:
-        self.runners[thread].inbox.put({k: v for k, v in op.items() if k != "time"})
+        self.runners[thread].put({k: v for k, v in op.items() if k != "time"})
 
     def ready(self) -> Completion | None:
         try:
             return self.done.get_nowait()
         except queue.Empty:
-            return None
+            return self._overdue()
 
     def wait(self, until: int | None) -> Completion | None:
+        if (late := self._overdue()) is not None:
+            return late
         timeout = POLL_S
         if until is not None:
             left = (until - self.now()) / 1e9
@@ -187,13 +249,34 @@ class ThreadedExecutor:
         except queue.Empty:
             return None
 
+    def _overdue(self) -> Completion | None:
+        """The `info` completion of one client op in flight for over `op_timeout` s, whose
+        worker is abandoned and replaced (looked for at most every POLL_S)."""
+        if self.op_timeout is None or time.monotonic() < self._next_check:
+            return None
+        self._next_check = time.monotonic() + POLL_S
+        for thread, w in list(self.runners.items()):
+            if thread == NEMESIS_THREAD or (op := w.abandon(self.op_timeout)) is None:
+                continue
+            stuck = self.pool.take(thread, op["process"])
+            w.on_dropped = functools.partial(_close_quietly, stuck)
+            w.inbox.put(None)
+            self.runners[thread] = self._client_worker(thread)
+            answer = {"type": "info",
+                      "error": f"indeterminate: the client did not return in {self.op_timeout:g} s (abandoned)"}
+            return thread, self.history.append(completion_event(op, answer))
+        return None
+
     def close(self, join_timeout: float) -> None:
+        """End the workers (an op still in flight, after `stop`, stays open: its answer is
+        dropped) and close the clients, waiting at most `join_timeout` s for each."""
         for w in self.runners.values():
+            w.abandon(0.0)
             w.inbox.put(None)
         deadline = time.monotonic() + join_timeout
         for w in self.runners.values():
             w.t.join(max(0.0, deadline - time.monotonic()))
-        self.pool.close_all()
+        self.pool.close_all(join_timeout)
 
 
 def run(
@@ -207,10 +290,12 @@ def run(
     stop: threading.Event | None = None,
     on_event: Callable[[Mapping[str, Any]], None] | None = None,
     join_timeout: float = 5.0,
+    op_timeout: float | None = None,
 ) -> RunStats:
     """Run `gen` to exhaustion (or until `stop`) on worker threads; see the module docstring."""
     ex = ThreadedExecutor(
-        threads=threads, clients=clients, history=history, nemesis=nemesis, stop=stop or threading.Event()
+        threads=threads, clients=clients, history=history, nemesis=nemesis, stop=stop or threading.Event(),
+        op_timeout=op_timeout,
     )
     try:
         return OpLoop(gen, ex, threads=threads, rng=rng, nemesis=nemesis is not None, on_event=on_event).run()

@@ -64,6 +64,12 @@ from nemesis.core import Nemesis
 from nemesis.guard import always_heal
 from nemesis.schedule import prepare as prepare_faults
 
+# a client op still running after this many request timeouts is abandoned as indeterminate
+# (harness/interpreter.py): the longest a client bounds itself is a transaction of four sends,
+# its abort and its fencing, about ten; a client library blocked in a call with no deadline of
+# its own must not hold the run
+OP_TIMEOUT_REQUESTS = 20
+
 
 @dataclass
 class RunOutcome:
@@ -345,7 +351,7 @@ def run_case(test: Test) -> None:
                             nemesis=nemesis_client(test.nemesis, test.packages, ready_timeout=o.recovery_time_limit,
                                                    on_played=test.recorder.played if test.recorder else None,
                                                    clock=test.history.now),
-                            on_event=test.progress.event)
+                            on_event=test.progress.event, op_timeout=OP_TIMEOUT_REQUESTS * o.request_timeout)
     test.timings.lap("final" if final is not None else "heal")
     test.record["ops"] = {f"{f}:{t}": n for (f, t), n in sorted(stats.counts.items())}
     test.record["workload_summary"] = wl.summary()

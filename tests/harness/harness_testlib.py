@@ -1,5 +1,5 @@
-"""Helpers shared by the harness tests (paths, the wrack executable, the stand-in broker,
-a `wrack test` SIGKILLed mid-run)."""
+"""Helpers shared by the harness tests (paths, the wrack executable and a run of it that
+shows where it hung, the stand-in broker, a `wrack test` SIGKILLed mid-run)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,28 @@ STANDIN = f"{sys.executable} {ROOT / 'tests' / 'clusters' / 'standin_broker.py'}
 def wrack_bin() -> str:
     p = Path(sys.executable).parent / "wrack"
     return str(p) if p.exists() else shutil.which("wrack") or "wrack"
+
+
+def run_wrack(args: list[str], timeout: float, **kw: object) -> subprocess.CompletedProcess:
+    """`wrack ARGS` with its output captured, like `subprocess.run`; one that runs over
+    `timeout` s is asked for every thread's stack (SIGUSR1, harness/cli.py `entry`), then
+    killed, and the AssertionError shows those stacks: a hang in CI says where it was."""
+    proc = subprocess.Popen([wrack_bin(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kw)  # type: ignore[call-overload]
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        exited = proc.poll()
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a process it started holds its output open
+            out, err = "", ""
+        raise AssertionError(f"wrack {' '.join(args)} ran over {timeout:g} s (exit code then: {exited}); "
+                             f"its threads:\n{err[-12000:]}\nstdout: {out[-2000:]}") from None
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def force_down(run_dir: Path) -> None:

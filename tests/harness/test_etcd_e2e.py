@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import wrack_bin
+from harness_testlib import run_wrack
 
 from clusters.testing import can_run_docker, can_run_local
 
@@ -28,8 +28,7 @@ pytestmark = [
 
 
 def wrack_test(tmp_path: Path, *args: str, timeout: float = 400) -> tuple[int, dict, Path]:
-    p = subprocess.run([wrack_bin(), "test", "--db", "etcd", "--results", str(tmp_path), "--quiet", "--json", *args],
-                       capture_output=True, text=True, timeout=timeout)
+    p = run_wrack(["test", "--db", "etcd", "--results", str(tmp_path), "--quiet", "--json", *args], timeout)
     assert p.returncode != 255 and p.stdout.strip(), f"rc {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
     line = json.loads(p.stdout.strip().splitlines()[-1])
     return p.returncode, line, Path(line["run"])

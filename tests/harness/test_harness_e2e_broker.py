@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import sigkilled_run, wrack_bin
+from harness_testlib import run_wrack, sigkilled_run, wrack_bin
 
 from clusters.testing import can_run_local
 
@@ -27,8 +27,7 @@ pytestmark = [
 
 
 def wrack_test(tmp_path: Path, *args: str, timeout: float = 400) -> tuple[int, dict, Path]:
-    p = subprocess.run([wrack_bin(), "test", "--results", str(tmp_path), "--quiet", "--json", *args],
-                       capture_output=True, text=True, timeout=timeout)
+    p = run_wrack(["test", "--results", str(tmp_path), "--quiet", "--json", *args], timeout)
     assert p.returncode != 255 and p.stdout.strip(), f"rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     assert not re.search(r"(?m)^%\d\|", p.stderr), f"librdkafka logged to stderr:\n{p.stderr[-2000:]}"
     line = json.loads(p.stdout.strip().splitlines()[-1])

@@ -11,11 +11,10 @@ placed on the history's clock. Root only; about a minute."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import wrack_bin
+from harness_testlib import run_wrack
 
 from clusters.testing import can_run_local
 
@@ -29,10 +28,9 @@ NODES = {"n1", "n2", "n3"}
 def test_an_acks1_loss_is_explained_by_its_acknowledging_and_truncating_nodes(tmp_path):
     # seed 2: a leader isolated from every node at about 11 s (a follower is elected; what the
     # old leader acknowledged alone is truncated), healed at about 25.5 s
-    p = subprocess.run([wrack_bin(), "test", "--results", str(tmp_path), "--quiet", "--json", "--nodes", "3",
-                        "--acks", "1", "--topics", "1", "--partitions", "3", "--nemesis", "partition-leader",
-                        "--nemesis-interval", "16", "--time-limit", "36", "--seed", "2"],
-                       capture_output=True, text=True, timeout=400)
+    p = run_wrack(["test", "--results", str(tmp_path), "--quiet", "--json", "--nodes", "3",
+                   "--acks", "1", "--topics", "1", "--partitions", "3", "--nemesis", "partition-leader",
+                   "--nemesis-interval", "16", "--time-limit", "36", "--seed", "2"], 400)
     assert p.returncode in (0, 1) and p.stdout.strip(), f"rc {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
     run = Path(json.loads(p.stdout.strip().splitlines()[-1])["run"])
     res = json.loads((run / "results.json").read_text())

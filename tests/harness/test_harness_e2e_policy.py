@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import wrack_bin
+from harness_testlib import run_wrack, wrack_bin
 
 from clusters.testing import can_run_local
 from suites.wrack.nodelogs import read_node_events
@@ -40,8 +40,7 @@ def events(run: Path) -> list[dict]:
 
 
 def test_power_loss_of_one_node_at_a_time_is_judged_strictly(tmp_path):
-    p = subprocess.run([wrack_bin(), "test", "--results", str(tmp_path), "--quiet", "--json", *ARGS],
-                       capture_output=True, text=True, timeout=400)
+    p = run_wrack(["test", "--results", str(tmp_path), "--quiet", "--json", *ARGS], 400)
     assert p.stdout.strip(), f"rc {p.returncode}\n{p.stderr[-3000:]}"
     line = json.loads(p.stdout.strip().splitlines()[-1])
     run = Path(line["run"])

@@ -311,6 +311,61 @@ def test_interpreter_stop_leaves_ops_open():
     assert [e["type"] for e in hist.events] == ["invoke", "invoke"]
 
 
+def test_a_client_op_that_never_returns_is_abandoned_and_the_run_goes_on():
+    # a client blocked in a call with no deadline (and a close that blocks too): after
+    # `op_timeout` its op is journaled info, its process ends, the thread goes on with a new
+    # client, and the run ends with every op completed; the late answer is dropped
+    release = threading.Event()
+    opened: list[int] = []
+
+    class HangsOnce:
+        def __init__(self, thread, process):
+            self.process = process
+            opened.append(process)
+
+        def invoke(self, op):
+            if self.process == 0:
+                release.wait(30)
+                return {"type": "ok"}
+            return {"type": "ok", "value": op.get("value")}
+
+        def close(self):
+            if self.process == 0:
+                release.wait(30)
+
+    hist = ListHistory()
+    t0 = time.monotonic()
+    try:
+        stats = run(g.clients(g.time_limit(1.5, g.repeat({"f": "w", "value": 1}))), threads=2, clients=HangsOnce,
+                    history=hist, rng=random.Random(0), op_timeout=0.5, join_timeout=0.2)
+    finally:
+        release.set()
+    assert time.monotonic() - t0 < 10
+    stuck = [e for e in hist.events if e["process"] == 0 and e["type"] != "invoke"]
+    assert [e["type"] for e in stuck] == ["info"] and "abandoned" in stuck[0]["error"], stuck
+    assert stats.invoked == stats.completed() and stats.open_at_end == 0
+    assert 2 in opened  # thread 0 went on under process 0 + threads
+    assert sum(1 for e in hist.events if e["type"] == "ok" and e["process"] == 2) > 0
+    time.sleep(0.1)  # the abandoned worker's late answer is not journaled
+    assert len([e for e in hist.events if e["process"] == 0]) == 2
+
+
+def test_clients_that_hang_on_close_do_not_hold_the_end_of_the_run():
+    release = threading.Event()
+
+    class HangsOnClose(EchoClient):
+        def close(self):
+            release.wait(30)
+
+    t0 = time.monotonic()
+    try:
+        stats = run(g.limit(6, g.repeat({"f": "w", "value": 1})), threads=3, clients=HangsOnClose,
+                    history=ListHistory(), rng=random.Random(0), join_timeout=0.3)
+    finally:
+        release.set()
+    assert stats.completed() == 6 and time.monotonic() - t0 < 5
+
+
 def test_interpreter_nemesis_ops_and_stuck_generator():
     hist = ListHistory()
     faults = []

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness_testlib import wrack_bin
+from harness_testlib import run_wrack
 
 from clusters.testing import can_run_local
 
@@ -23,7 +23,7 @@ SHORT = ("--nodes", "3", "--nemesis-interval", "3", "--rate", "80", "--in-flight
 
 
 def wrack(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([wrack_bin(), *args], capture_output=True, text=True, timeout=timeout)
+    return run_wrack(list(args), timeout)
 
 
 def played(run: Path) -> list[dict]:
