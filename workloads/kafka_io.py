@@ -30,7 +30,9 @@ retrying what it had in flight (a zombie, which the partitions must fence).
 `open_sender(lib, bootstrap, acks=, timeout=, client_id=)` returns a `Sender`: one producer
 whose `send(topic, partition, value) -> offset` many threads call at once (asynchronous
 produce, each caller waiting for its own delivery report), for the queue workload's
-send-only processes.
+send-only processes. `given(value) -> [producer, n] | None`: which producer instance was
+handed that value, and as its how-manieth record (idempotent producers only; asked once per
+value after its send): the order the producer must keep (checkers/producers.py).
 
 librdkafka producers with acks=all are idempotent (KIP-98): librdkafka resends a batch
 after NOT_LEADER_OR_FOLLOWER and the other errors that ask for a metadata refresh, without
@@ -51,7 +53,10 @@ up to five outstanding batches per partition, KIP-98). Other acks (librdkafka
 allows idempotence only with acks=all) make one counted attempt (`retries=0`), and their uncounted resends
 remain. Either way an error in a delivery
 report is the last attempt's, so the send is indeterminate whatever the code
-(`ClientError(retried=True)`, see workloads.errors). Only errors raised by `produce()` itself
+(`ClientError(retried=True)`, see workloads.errors). Idempotent producers also keep
+`enable.gapless.guarantee`: a batch that fails for good raises a fatal error instead of
+leaving a gap in what the producer wrote (a fatal error replaces the producer). Only errors
+raised by `produce()` itself
 (never queued) keep their code's classification. kafka-python makes one attempt per record
 (retries=0). Values are the decimal text of integers; records have no key (the partition is
 chosen explicitly).
@@ -59,6 +64,7 @@ chosen explicitly).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -77,6 +83,7 @@ LIBRDKAFKA_LOG = logging.getLogger("wrack.librdkafka")
 LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 LIBRDKAFKA_LOG.propagate = False
 MAX_IN_FLIGHT = 5  # what Kafka's idempotent producers allow per connection (KIP-98)
+_PRODUCERS = itertools.count(1)  # numbers the shared producers of this process (`ConfluentSender`)
 
 
 class KafkaIO(Protocol):
@@ -109,9 +116,11 @@ def producer_delivery(acks: str, timeout_ms: int, idempotent: bool = True, in_fl
     producer epoch and resend possibly written records under new sequence numbers), with
     `in_flight` requests per connection (at most `MAX_IN_FLIGHT`); other acks, and acks=all
     when `idempotent` is off (a broker without the idempotent producer), make one counted
-    attempt within `timeout_ms`, one request in flight."""
+    attempt within `timeout_ms`, one request in flight. Idempotent ones are gap-less: a
+    batch that fails for good is a fatal error, never a hole in the producer's records."""
     if acks == "all" and idempotent:
         return {"acks": "all", "enable.idempotence": True, "message.timeout.ms": 0,
+                "enable.gapless.guarantee": True,
                 "max.in.flight.requests.per.connection": max(1, min(in_flight, MAX_IN_FLIGHT))}
     return {"acks": str(acks), "enable.idempotence": False, "message.send.max.retries": 0,
             "message.timeout.ms": timeout_ms, "max.in.flight.requests.per.connection": 1}
@@ -141,6 +150,7 @@ class ConfluentIO:
                                "session.timeout.ms": 6000, "heartbeat.interval.ms": 2000}
         self.transactional_id = transactional_id
         if transactional_id is not None:
+            self._producer_conf.pop("enable.gapless.guarantee", None)  # an abort settles a failed batch
             self._producer_conf.update({"transactional.id": transactional_id, "acks": "all",
                                         "enable.idempotence": True, "transaction.timeout.ms": max(ms * 2, 10000),
                                         "max.in.flight.requests.per.connection": max(1, min(in_flight, MAX_IN_FLIGHT))})
@@ -428,7 +438,12 @@ class ConfluentSender:
                                in_flight=in_flight)
         self._ck = self._io._ck
         self.timeout = timeout
+        self._client_id = client_id
+        self._ordered = acks == "all" and idempotent
         self._producer = self._io.producer
+        self._tag = f"{client_id}/{next(_PRODUCERS)}"
+        self._handed = 0  # records handed to the producer `_tag`, in produce() order
+        self._given: dict[int, list[Any]] = {}  # value -> [tag, n], until asked (`given`)
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._serve, name=f"sender-{client_id}", daemon=True)
@@ -454,6 +469,7 @@ class ConfluentSender:
                 return
             self._io._producer = None
             self._producer = self._io.producer
+            self._tag, self._handed = f"{self._client_id}/{next(_PRODUCERS)}", 0
         try:
             broken.purge()
             broken.flush(0)
@@ -469,15 +485,12 @@ class ConfluentSender:
             box["offset"] = msg.offset() if msg is not None else None
             done.set()
 
-        producer = self._producer
         try:
-            producer.produce(topic, value=str(value).encode(), partition=partition, on_delivery=report)
+            producer = self._handed_over(topic, partition, value, report)
         except BufferError:
             raise ClientError(-184) from None
         except self._ck.KafkaException as e:
             err = e.args[0]
-            if err.fatal():
-                self._replace_after_fatal(producer)
             raise ClientError(err.code(), err.name(), err.str()) from None
         if not done.wait(self.timeout + 1.0):
             raise ClientError(None, "TIMEOUT", f"no delivery report in {self.timeout + 1.0:g} s")
@@ -487,6 +500,32 @@ class ConfluentSender:
                 self._replace_after_fatal(producer)
             raise _delivery_error(err)
         return int(box["offset"])
+
+    def _handed_over(self, topic: str, partition: int, value: int, report: Any) -> Any:
+        """produce() the record; the producer that took it, whose n-th record it is (numbered
+        under the lock, so n is the order of produce() calls)."""
+        failed: Exception | None = None
+        with self._lock:
+            producer = self._producer
+            try:
+                producer.produce(topic, value=str(value).encode(), partition=partition, on_delivery=report)
+            except self._ck.KafkaException as e:
+                failed = e
+            else:
+                if self._ordered:
+                    self._given[value] = [self._tag, self._handed]
+                    self._handed += 1
+        if failed is not None:  # replaced (when fatal) once the lock is released
+            if failed.args[0].fatal():
+                self._replace_after_fatal(producer)
+            raise failed
+        return producer
+
+    def given(self, value: int) -> list[Any] | None:
+        """[producer, n]: `value` was the n-th record handed to idempotent producer `producer`
+        (None: not idempotent, or never handed over). Forgotten once asked."""
+        with self._lock:
+            return self._given.pop(value, None)
 
     def close(self) -> None:
         """Drop what is still queued (its senders get a purge error) and stop the poller."""
@@ -498,6 +537,7 @@ class ConfluentSender:
 
 class Sender(Protocol):
     def send(self, topic: str, partition: int, value: int) -> int: ...
+    def given(self, value: int) -> list[Any] | None: ...
     def close(self) -> None: ...
 
 

@@ -135,5 +135,8 @@ class KafkaPythonSender:
     def send(self, topic: str, partition: int, value: int) -> int:
         return self._io.send(topic, partition, value)
 
+    def given(self, value: int) -> list[Any] | None:
+        return None  # one attempt per record, not idempotent: no order to keep
+
     def close(self) -> None:
         self._io.close()

@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from checkers import commits
+from checkers import commits, producers
 from checkers import queue as qc
 from contracts import generator as gen
 from contracts.generator import PENDING, Context, Generator, Pending
@@ -227,7 +227,10 @@ class SenderPool:
 
 class SendLane:
     """A send-only process: its sends go through the pool's shared producers, so many are in
-    flight at once (one per process) without a producer and consumer per process."""
+    flight at once (one per process) without a producer and consumer per process. With an
+    idempotent producer, the completion names, per micro-op, which producer instance was
+    handed the value and as its how-manieth record: `"producer": [[tag, n] or null, ...]`
+    (the order checkers/producers.py holds the log to)."""
 
     def __init__(self, pool: SenderPool, opts: WorkloadOptions):
         self.pool = pool
@@ -240,7 +243,12 @@ class SendLane:
         acks = op_acks(op.get("acks"), self.opts)
         if acks not in self.held:
             self.held[acks] = self.pool.acquire(acks)
-        return send_mops(op["value"], self.held[acks].send)
+        sender = self.held[acks]
+        answer = send_mops(op["value"], sender.send)
+        handed = [sender.given(v) for _, _, v in op["value"]]
+        if any(h is not None for h in handed):
+            answer["producer"] = handed
+        return answer
 
     def close(self) -> None:
         for acks in list(self.held):
@@ -527,25 +535,30 @@ class QueueWorkload(BaseWorkload):
 
     def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
         """The queue checker's raw result with the offset commits' (`checkers.commits`: a
-        `lost-commit` is one more anomaly of the result), and its `QueueAnalysis` for the
-        plots (they reuse it)."""
+        `lost-commit` is one more anomaly of the result) and the idempotent producers' order
+        (`checkers.producers`), and its `QueueAnalysis` for the plots (they reuse it)."""
         grouped: list[dict[str, Any]] = []  # the commit check's input, from the queue checker's pass
+        order = producers.ProducerOrder()  # fed from the same pass
 
-        def keep_group_ops(ev: dict[str, Any]) -> None:
+        def keep(ev: dict[str, Any]) -> None:
             if "group" in ev:
                 grouped.append(ev)
+            order.feed(ev)
 
-        an = qc.analyze_file(str(history_path), time_limit=time_limit, tap=keep_group_ops)
+        an = qc.analyze_file(str(history_path), time_limit=time_limit, tap=keep)
         result = dict(an.result)
-        merge_commit_check(result, commits.check(grouped))
+        found = commits.check(grouped)
+        merge_check(result, found, "commits", {"commits": found["commits"], "resumes": found["resumes"]})
+        found = order.result()
+        merge_check(result, found, "producers", found["producers"])
         return WorkloadAnalysis(result, plots=an)
 
 
-def merge_commit_check(result: dict[str, Any], found: Mapping[str, Any]) -> None:
-    """Fold the commit check's result into the queue checker's: its anomalies join the
-    others (the verdict false), its counts go under "commits", and the first anomaly's time
-    is the earlier of the two (lost-commit's joins `anomaly_times`)."""
-    result["commits"] = {"commits": found["commits"], "resumes": found["resumes"]}
+def merge_check(result: dict[str, Any], found: Mapping[str, Any], name: str, counts: Any) -> None:
+    """Fold another check's result into the queue checker's: its anomalies join the others
+    (the verdict false), its counts go under `name`, and each of its types' first time joins
+    `anomaly_times` (its own, else the earliest `time` of its examples)."""
+    result[name] = counts
     if found["valid"] is not False:
         return
     result["valid"] = False
@@ -553,7 +566,11 @@ def merge_commit_check(result: dict[str, Any], found: Mapping[str, Any]) -> None
     result["anomalies"] = {**result.get("anomalies", {}), **found["anomalies"]}
     result["anomaly_counts"] = {**result.get("anomaly_counts", {}), **found["anomaly_counts"]}
     result["anomaly_keys"] = {**result.get("anomaly_keys", {}), **found["anomaly_keys"]}
-    times = [a["time"] for a in found["anomalies"].get(commits.LOST_COMMIT, []) if a.get("time") is not None]
+    times = dict(found.get("anomaly_times") or {})
+    for kind, examples in found["anomalies"].items():
+        seen = [a["time"] for a in examples if a.get("time") is not None]
+        if kind not in times and seen:
+            times[kind] = min(seen)
     if times:
-        result["anomaly_times"] = {**result.get("anomaly_times", {}), commits.LOST_COMMIT: min(times)}
+        result["anomaly_times"] = {**result.get("anomaly_times", {}), **times}
         result["first_anomaly_time"] = min(result["anomaly_times"].values())

@@ -14,7 +14,7 @@ in-sync replica has the record, and consumers only ever read committed records.
 | policy | allows | why |
 | --- | --- | --- |
 | `strict` | nothing | acks=all, min.insync.replicas >= 2, assign-mode consumers, final reads complete |
-| `acks1` | lost-write, unseen, inconsistent-offsets, nonmonotonic-send, int-nonmonotonic-send | acknowledged but uncommitted records are lost: a leader acknowledges before any follower has the record, and a failover truncates what the new leader never had. Those records are never read (lost-write once a later offset was read, unseen otherwise), their offsets are reused by later records (the offset an ack named holds another value), and a producer's next send lands at or below its previous one (also within one op). No consumer read them (they were above the HWM), so consumer-side types stay disallowed |
+| `acks1` | lost-write, unseen, inconsistent-offsets, nonmonotonic-send, int-nonmonotonic-send, producer-reorder, producer-gap | acknowledged but uncommitted records are lost: a leader acknowledges before any follower has the record, and a failover truncates what the new leader never had. Those records are never read (lost-write once a later offset was read, unseen otherwise), their offsets are reused by later records (the offset an ack named holds another value), and a producer's next send lands at or below its previous one (also within one op, and among an idempotent producer's records: producer-reorder, producer-gap). No consumer read them (they were above the HWM), so consumer-side types stay disallowed |
 | `min-isr1` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll, replica-divergence | acks=all with min.insync.replicas 1: the ISR may shrink to the leader, which then acknowledges *and commits* alone; if its copy is lost (a power loss, a corrupted or wiped disk), committed records that consumers read are gone too (see `power-loss-unflushed` for what consumers then see) |
 | `power-loss-unflushed` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll, replica-divergence | replicas that lose power together lose the records still only in their page caches, committed or not: consumers had read some of them; their offsets are reused (inconsistent-offsets, now also between reads), and a consumer positioned past the shortened log is rewound (OFFSET_OUT_OF_RANGE resets it to the earliest offset, KIP-320 truncation detection to the divergence point): nonmonotonic-poll, or int-nonmonotonic-poll when the rewind falls inside one poll (a client's poll returns the records of several fetches). A rewind goes back, never forward, so poll-skip stays disallowed |
 | `unclean-election` | the `acks1` types, nonmonotonic-poll, int-nonmonotonic-poll, replica-divergence | unclean.leader.election.enable=true: with no in-sync replica live, an out-of-sync one is elected and the others truncate to it, so committed records consumers read are gone too (as with `min-isr1`) |
@@ -25,7 +25,8 @@ in-sync replica has the record, and consumers only ever read committed records.
 | `txn-ww-deps` | int-send-skip, G0, G1c | with `ww_deps` the graph has ww edges, and ww+wr cycles are normal without write isolation (Jepsen's `:ww-deps`) |
 
 Never allowed by any policy: duplicate, G1a, garbage-read, precommitted-read, poll-skip (but
-with subscribe), int-poll-skip, G1c without ww edges: no loss explains them. `lost-commit`
+with subscribe), int-poll-skip, G1c without ww edges: no loss explains them. producer-reorder
+and producer-gap (checkers/producers.py) only where acknowledged records may be lost. `lost-commit`
 (checkers/commits.py) only for the groups whose offsets' one copy was lost.
 """
 
@@ -35,6 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from checkers.policy import Pick, Policy
+from checkers.producers import PRODUCER_GAP, PRODUCER_REORDER
 from checkers.replicas import REPLICA_DIVERGENCE
 
 ANOMALY_TYPES: tuple[str, ...] = (
@@ -42,12 +44,14 @@ ANOMALY_TYPES: tuple[str, ...] = (
     "precommitted-read", "poll-skip", "nonmonotonic-poll", "int-poll-skip", "int-nonmonotonic-poll",
     "nonmonotonic-send", "int-send-skip", "int-nonmonotonic-send", "G0", "G1c",
     "lost-commit",  # the queue workload's offset commits (checkers/commits.py)
+    PRODUCER_REORDER, PRODUCER_GAP,  # an idempotent producer's order (checkers/producers.py)
     REPLICA_DIVERGENCE,  # replicas that disagree on a committed record (checkers/replicas.py)
 )
 
 # acknowledged records above the HWM lost on a leader failover (no consumer saw them)
+# (and with them an idempotent producer's order: a lost record leaves a gap, its offset reused a reorder)
 _UNCOMMITTED_LOSS = frozenset({"lost-write", "unseen", "inconsistent-offsets", "nonmonotonic-send",
-                               "int-nonmonotonic-send"})
+                               "int-nonmonotonic-send", PRODUCER_REORDER, PRODUCER_GAP})
 # committed records lost as well: consumers had read them and are rewound (between polls, or
 # inside one poll that returned the records of several fetches); a replica the loss missed
 # may hold what the others lost below its high watermark until it truncates (replica-divergence)

@@ -1,8 +1,9 @@
 """The queue workload's send-only processes against a real `wrack-broker` on loopback: many
 threads send at once through one shared producer (confluent-kafka and kafka-python), each
 send answered with its own offset, and every acknowledged value is at its offset when read
-back; a SendLane through the workload's SenderPool does the same, and the pool closes the
-producer when its last holder lets go."""
+back; a SendLane through the workload's SenderPool does the same, names the producer and the
+order it was handed each value (the log holds them in that order: checkers/producers.py), and
+the pool closes the producer when its last holder lets go."""
 
 from __future__ import annotations
 
@@ -75,15 +76,21 @@ def test_send_lanes_share_one_producer_until_the_last_one_closes(fleet):
     assert all(isinstance(c, SendLane) for c in lanes)
     assert type(wl.client(0, 0, b.bootstrap)).__name__ == "QueueClient"  # threads below `clients` consume
 
+    handed: dict[int, list] = {}
+
     def lane_send(t: int):
         def send(topic: str, partition: int, v: int) -> int:
             out = lanes[t].invoke({"f": "send", "value": [["send", f"{topic}-{partition}", v]]})
             assert out["type"] == "ok", out
+            handed[v] = out["producer"][0]
             return out["value"][0][2][0]
 
         return send
 
     acked = concurrent_sends(lane_send, "queue0", 1)
+    # one idempotent producer, handed the values in one order: the log's
+    assert {tag for tag, _ in handed.values()} == {handed[1][0]}
+    assert sorted(acked, key=lambda v: handed[v][1]) == sorted(acked, key=lambda v: acked[v])
     pool = wl.sender_pool
     assert list(pool.senders) == ["all"] and pool.senders["all"][1] == THREADS  # one producer, every lane
     assert lanes[0].invoke({"f": "poll", "value": [["poll"]]})["type"] == "fail"  # send-only

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from checkers import commits
 from workloads.base import WorkloadOptions
-from workloads.queue import QueueClient, merge_commit_check
+from workloads.queue import QueueClient, merge_check
 
 
 def poll(t, group, offsets, ok=True):
@@ -103,7 +103,8 @@ def test_the_client_resumes_from_its_group_and_commits_what_it_read():
 
 def test_a_lost_commit_makes_the_queue_result_invalid():
     result = {"valid": True, "anomaly_types": [], "anomalies": {}, "first_anomaly_time": None}
-    merge_commit_check(result, commits.check([poll(1, "g", {"q-0": 9}), resume(7, "g", {"q-0": 2})]))
+    found = commits.check([poll(1, "g", {"q-0": 9}), resume(7, "g", {"q-0": 2})])
+    merge_check(result, found, "commits", {"commits": found["commits"], "resumes": found["resumes"]})
     assert result["valid"] is False and result["anomaly_types"] == ["lost-commit"]
     assert result["first_anomaly_time"] == 7 and result["commits"] == {"commits": 1, "resumes": 1}
 

@@ -73,6 +73,7 @@ def confluent_io(producer):
 def sender(producer):
     s = object.__new__(ConfluentSender)  # no poller thread: the stand-in reports at once
     s._ck, s.timeout, s._producer, s._lock = ck, 1.0, producer, threading.Lock()
+    s._client_id, s._ordered, s._tag, s._handed, s._given = "stand-in", True, "stand-in/1", 0, {}
     s._io = confluent_io(producer)
     producer.at_once = True
     return s
