@@ -139,3 +139,14 @@ def test_combined_flip_flops_each_package_on_its_own_clock():
     assert [op.f for op in final_ops(pkgs)] == ["stop-partition", "start"]
     with pytest.raises(ValueError):
         packages(["nope"])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_power_loss_many_cuts_one_a_minority_a_majority_and_all_in_every_four(seed):
+    # a seeded order per round, but each target once a round: the whole cluster's power cut
+    # (the trigger of a flush that skips data) is in every run with four power losses
+    pkg = packages(["power-loss-many"])[0]
+    rng = random.Random(seed)
+    drawn = [pkg.start(rng).value["nodes"] for _ in range(12)]
+    for r in range(3):
+        assert sorted(drawn[4 * r:4 * r + 4]) == ["all", "majority", "minority", "one"], drawn
