@@ -35,9 +35,13 @@ Ops (docs/ARCHITECTURE.md's history vocabulary):
   fences it (`KafkaIO.fence`: a new producer of the same transactional id, whose
   InitProducerId aborts the transaction; the old one is abandoned, not closed, and keeps
   retrying its send: a zombie) and the op is `fail`, as the commit was never asked for. Transactional clients'
-  producers take the transactional id of their thread
-  (`wrack-txn-t<thread>`), so a process that replaces one fences the one before (KIP-98),
-  and their consumers read committed records only (every poll, txn or not).
+  producers take the transactional id of their thread (`wrack-txn-t<thread>`) in every
+  other process of the thread, the first included, so a process that replaces one fences
+  the one before it that had the id (KIP-98: its InitProducerId aborts what that one left
+  open); the others take one of their own (`wrack-txn-t<thread>-p<process>`), as an
+  application instance that never comes back, whose open transaction only the coordinator's
+  timeout aborts (KAFKA-5132's path; one never aborted holds the partition's LSO: the
+  `hanging-txn` check). Their consumers read committed records only (every poll, txn or not).
 
 The first op of every process is an assign. Failed polls roll the consumer back to where
 it was, so a failed poll never makes the next one look like it skipped. Send errors are
@@ -480,6 +484,7 @@ class QueueWorkload(BaseWorkload):
         self.tracker = OffsetTracker()
         self.sender_pool: SenderPool | None = None
         self.values = itertools.count(1)  # every send's value, main phase and final phase
+        self.ordinal: dict[int, tuple[int, int]] = {}  # thread -> (its latest process, how many it has had)
 
     def send_lanes(self) -> int:
         return self.opts.in_flight
@@ -492,9 +497,18 @@ class QueueWorkload(BaseWorkload):
                     o.client, bootstrap, acks=acks, timeout=o.request_timeout, client_id=f"lanes-acks{acks}",
                     idempotent=o.idempotent, in_flight=in_flight(o)))
             return SendLane(self.sender_pool, self.opts)
-        txn_id = f"wrack-txn-t{thread}" if self.opts.txn_p > 0 else None
+        txn_id = self.transactional_id(thread, process) if self.opts.txn_p > 0 else None
         group = f"wrack-t{thread}"
         return QueueClient(self.io_factory(process, bootstrap, txn_id, group), self.opts, group)
+
+    def transactional_id(self, thread: int, process: int) -> str:
+        """The thread's id in its 1st, 3rd, ... process; one of the process's own in the others
+        (module docstring)."""
+        last, n = self.ordinal.get(thread, (None, 0))
+        if last != process:
+            last, n = process, n + 1
+            self.ordinal[thread] = (last, n)
+        return f"wrack-txn-t{thread}" if n % 2 == 1 else f"wrack-txn-t{thread}-p{process}"
 
     def observe(self, event: Mapping[str, Any]) -> None:
         """Every event of the test, whatever phase it completes in (the runner wraps the whole

@@ -58,8 +58,10 @@ def test_txn_ops_commit_and_a_new_process_on_the_thread_fences_the_old(fleet):
                 break
             h.run(c, 0, {"f": "txn", "value": [["poll"]]})
         assert sent <= read
-        # a new process on the thread: same transactional id, the old producer is fenced
-        c2 = wl.client(0, 1, b.bootstrap)
+        # the thread's next process with its transactional id (its third: the second had an
+        # id of its own), the old producer is fenced
+        assert wl.transactional_id(0, 1) == "wrack-txn-t0-p1"
+        c2 = wl.client(0, 2, b.bootstrap)
         try:
             assert h.run(c2, 1, {"f": "assign", "value": list(wl.keys)})["type"] == "ok"
             assert h.run(c2, 1, {"f": "txn", "value": [["send", wl.keys[0], 10_000]]})["type"] == "ok"

@@ -392,3 +392,17 @@ def test_a_closed_confluent_client_opens_nothing_more():
     for use in (lambda: io.producer, lambda: io.consumer, io.fence):
         with pytest.raises(ClientError, match="closed"):
             use()
+
+
+def test_every_other_process_of_a_thread_takes_its_threads_transactional_id():
+    # the thread's id fences what the process before it with that id left open (KIP-98); a
+    # process with an id of its own leaves an open transaction to the coordinator's timeout
+    from workloads.queue import QueueWorkload
+
+    wl = QueueWorkload(WorkloadOptions(txn_p=0.5, concurrency_threads=3))
+    stride = 3 + wl.send_lanes()
+    ids = [wl.transactional_id(1, 1 + k * stride) for k in range(5)]
+    assert ids == ["wrack-txn-t1", f"wrack-txn-t1-p{1 + stride}", "wrack-txn-t1",
+                   f"wrack-txn-t1-p{1 + 3 * stride}", "wrack-txn-t1"]
+    assert wl.transactional_id(1, 1 + 4 * stride) == "wrack-txn-t1"  # the same process again: the same id
+    assert wl.transactional_id(2, 2) == "wrack-txn-t2"
