@@ -10,7 +10,7 @@ and measured two ways:
 - its default campaign, `--runs` rounds: each round runs the default test and then its
   transaction twin (`--txn-p 0.5`) and its idempotent twin (`--idempotence`) (and, asked
   for with `--twins`, its durability twin `fsync`: `--flush-policy every --nemesis
-  mix,power-loss-many`), each a real
+  power-loss-many,partition`), each a real
   `wrack test` on a local cluster whose brokers run the copy (`--broker-command`), under
   `flock /tmp/wrack-e2e.lock` (one cluster at a time on this machine; `--lock FILE` for
   another, so that two invocations each run a cluster of their own beside the other's), taken
@@ -77,9 +77,11 @@ LOCK = "/tmp/wrack-e2e.lock"
 EXIT_BAD_INPUT = 254
 # each twin's `wrack test` options beyond the defaults (TestOptions fields; `twin_flags` spells them)
 TWINS: dict[str, dict[str, Any]] = {"default": {}, "txn": {"txn_p": 0.5}, "idem": {"idempotence": True},
-                                    "fsync": {"flush_policy": "every", "nemesis": "mix,power-loss-many"}}
+                                    "fsync": {"flush_policy": "every", "nemesis": "power-loss-many,partition"}}
 # the default campaign; `fsync` on request: what a user testing durability picks, a flush per
-# message and power losses of one node, a minority or a majority at once beside the default faults
+# message and power losses of one node, a minority, a majority or all at once, beside partitions, each
+# on its own clock. Not beside the mix: there power-loss-many is one more package of the rotation,
+# whose turn comes after every story, past the run's end (seen: no power-loss-many in 190 s)
 DEFAULT_TWINS = ("default", "txn", "idem")
 CONTROL = "control"
 
@@ -658,7 +660,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=3, help="rounds of the default campaign per mutant (default 3)")
     ap.add_argument("--twins", default=",".join(DEFAULT_TWINS),
                     help=f"twins of a round, in order (default {','.join(DEFAULT_TWINS)}; also: fsync, "
-                         "--flush-policy every --nemesis mix,power-loss-many, what a user testing durability picks)")
+                         "--flush-policy every --nemesis power-loss-many,partition, what a user testing "
+                         "durability picks)")
     ap.add_argument("--sim-seeds", type=int, default=100, help="simulation seeds per mutant (default 100)")
     ap.add_argument("--no-sim", dest="sim", action="store_false", help="skip the simulation")
     ap.add_argument("--no-campaign", dest="campaign", action="store_false", help="skip the real runs")
