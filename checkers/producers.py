@@ -50,7 +50,8 @@ MAX_EXAMPLES = 32
 @dataclass(frozen=True)
 class Handed:
     """One record a producer instance was handed: its number, value, the completion that
-    reported it (index, time, type) and the offset its acknowledgement named (ok only)."""
+    reported it (index, time) and the offset its acknowledgement named (ok only; None when
+    unknown, e.g. -1 for a batch the leader called a duplicate)."""
 
     n: int
     value: Any
@@ -104,7 +105,8 @@ def _take_sends(ev: Mapping[str, Any], streams: dict[tuple[str, str], list[Hande
         if stamp is None or not mop or mop[0] != "send":
             continue
         key, got = mop[1], mop[2]
-        acked = got[0] if ev["type"] == "ok" and isinstance(got, list) else None
+        acked = got[0] if ev["type"] == "ok" and isinstance(got, list) and isinstance(got[0], int) else None
+        acked = acked if acked is None or acked >= 0 else None  # -1: acknowledged at an unknown offset
         value = got[1] if isinstance(got, list) else got
         streams[(str(stamp[0]), key)].append(Handed(int(stamp[1]), value, ev.get("index", -1),
                                                     ev.get("time", 0), acked))

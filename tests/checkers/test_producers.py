@@ -120,3 +120,13 @@ def test_the_strict_rules_allow_neither_and_loss_rules_allow_both():
     parts = {"queue": {**res, "complete": True}}
     assert judge(parts, choose(opts, events=[])).valid is False
     assert judge(parts, choose({**opts, "min_isr": 1}, events=[])).valid is True
+
+
+def test_an_acknowledgement_without_an_offset_places_nothing():
+    # -1: acknowledged, offset unknown (a retried batch answered as a duplicate): not a
+    # position, and, never read before a later acknowledged one, a gap
+    events = history([("p/1", 0, 10), ("p/1", 1, 11)], {})
+    events[0]["value"] = [["send", "q-0", [-1, 10]]]
+    events[2]["value"] = [["poll", {"q-0": [[1, 11]]}]]
+    res = producers.check(events)
+    assert res["anomaly_types"] == [producers.PRODUCER_GAP], res
