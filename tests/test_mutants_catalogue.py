@@ -73,7 +73,8 @@ def test_a_round_counts_once_caught_or_every_twin_ran(tmp_path):
     m = mutants.Mutant("m", "wire", "KIP-1", None, "")
     for rnd, twin, verdict, first in ((1, "default", "valid", None), (1, "txn", "invalid", 12.0),
                                       (2, "default", "valid", None), (2, "txn", "valid", None),
-                                      (2, "idem", "valid", None), (3, "default", "valid", None)):
+                                      (2, "idem", "valid", None), (2, "fsync", "valid", None),
+                                      (3, "default", "valid", None)):
         res.add({"kind": "run", "mutant": "m", "round": rnd, "twin": twin, "verdict": verdict,
                  "first_anomaly_s": first, "anomaly_types": ["lost-write"] if first else [], "wall_s": 1.0})
     a = mutants.parse(["--out", str(tmp_path), "--no-sim"])
