@@ -109,6 +109,13 @@ def _value(raw: bytes | None) -> Any:
         return raw.decode(errors="replace")
 
 
+def transaction_timeout(request_timeout: float) -> float:
+    """Seconds a transactional producer's transaction may stay open before its coordinator
+    aborts it (`transaction.timeout.ms`): twice the request timeout, at least 10 s. So long
+    may a transaction a crashed client left open hold read_committed consumers (KIP-98)."""
+    return max(2 * max(0.1, request_timeout), 10.0)
+
+
 def producer_delivery(acks: str, timeout_ms: int, idempotent: bool = True, in_flight: int = 1) -> dict[str, Any]:
     """librdkafka's delivery settings for `acks` (module docstring): acks=all sends are
     idempotent (the broker drops a resent batch it already has), retried without limit
@@ -152,7 +159,8 @@ class ConfluentIO:
         if transactional_id is not None:
             self._producer_conf.pop("enable.gapless.guarantee", None)  # an abort settles a failed batch
             self._producer_conf.update({"transactional.id": transactional_id, "acks": "all",
-                                        "enable.idempotence": True, "transaction.timeout.ms": max(ms * 2, 10000),
+                                        "enable.idempotence": True,
+                                        "transaction.timeout.ms": int(transaction_timeout(timeout) * 1000),
                                         "max.in.flight.requests.per.connection": max(1, min(in_flight, MAX_IN_FLIGHT))})
             self._consumer_conf["isolation.level"] = "read_committed"
         self._producer: Any = None

@@ -72,7 +72,7 @@ from contracts.generator import PENDING, Context, Generator, Pending
 from workloads.base import BaseWorkload, WorkloadAnalysis, WorkloadOptions, in_flight, key_of, split_key
 from workloads.errors import ClientError
 from workloads.kafka_clients import open_sender
-from workloads.kafka_io import KafkaIO, Sender
+from workloads.kafka_io import KafkaIO, Sender, transaction_timeout
 
 
 class OffsetTracker:
@@ -544,8 +544,15 @@ class QueueWorkload(BaseWorkload):
 
         # every client thread probes (send lanes too): each key is tried at once, not in turn
         probe = gen.time_limit(self.opts.recovery_time_limit, RecoveryProbe(self.keys, self.values))
-        reads = gen.time_limit(self.opts.final_time_limit, consuming(gen.each_process(per_thread)))
+        reads = gen.time_limit(self.final_read_limit(), consuming(gen.each_process(per_thread)))
         return gen.concat(gen.Fn(forget_reads), probe, reads)
+
+    def final_read_limit(self) -> float:
+        """`--final-time-limit`, and with transactions the transaction timeout more: a
+        transaction a crashed process left open holds read_committed consumers until its
+        coordinator aborts it, that long after the coordinator (re)started (KIP-98)."""
+        extra = transaction_timeout(self.opts.request_timeout) if self.opts.txn_p > 0 else 0.0
+        return self.opts.final_time_limit + extra
 
     def analyze(self, history_path: Path, time_limit: float | None = None) -> WorkloadAnalysis:
         """The queue checker's raw result with the offset commits' (`checkers.commits`: a

@@ -406,3 +406,11 @@ def test_every_other_process_of_a_thread_takes_its_threads_transactional_id():
                    f"wrack-txn-t1-p{1 + 3 * stride}", "wrack-txn-t1"]
     assert wl.transactional_id(1, 1 + 4 * stride) == "wrack-txn-t1"  # the same process again: the same id
     assert wl.transactional_id(2, 2) == "wrack-txn-t2"
+
+
+def test_with_transactions_the_final_read_back_waits_out_an_abandoned_transaction():
+    from workloads.queue import QueueWorkload
+
+    assert QueueWorkload(WorkloadOptions(final_time_limit=15)).final_read_limit() == 15
+    assert QueueWorkload(WorkloadOptions(final_time_limit=15, txn_p=0.5)).final_read_limit() == 25
+    assert QueueWorkload(WorkloadOptions(final_time_limit=15, txn_p=0.5, request_timeout=8)).final_read_limit() == 31
