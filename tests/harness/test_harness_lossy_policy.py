@@ -20,7 +20,8 @@ from suites.wrack.rules import choose
 NODES = ["n1", "n2", "n3"]
 SAFE = {"workload": "queue", "acks": "all", "min_isr": 2, "rf": 3, "nodes": 3, "nemesis": ["power-loss"]}
 COMMITTED_LOSS = ["inconsistent-offsets", "int-nonmonotonic-poll", "int-nonmonotonic-send", "lost-write",
-                  "nonmonotonic-poll", "nonmonotonic-send", "replica-divergence", "unseen"]
+                  "nonmonotonic-poll", "nonmonotonic-send", "producer-gap", "producer-reorder", "replica-divergence",
+                  "unseen"]
 
 
 class Run:

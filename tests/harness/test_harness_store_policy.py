@@ -61,7 +61,8 @@ def test_versions_and_git():
     assert set(g) == {"rev", "dirty"}
 
 
-ACKS1 = ["inconsistent-offsets", "int-nonmonotonic-send", "lost-write", "nonmonotonic-send", "unseen"]
+ACKS1 = ["inconsistent-offsets", "int-nonmonotonic-send", "lost-write", "nonmonotonic-send", "producer-gap",
+         "producer-reorder", "unseen"]
 COMMITTED = sorted([*ACKS1, "nonmonotonic-poll", "int-nonmonotonic-poll", "replica-divergence"])
 
 
