@@ -80,6 +80,10 @@ class _Shard:
     txns: dict[str, TxnMetadata]
     started: dict[str, float] = field(default_factory=dict)  # ONGOING since (monotonic s)
     busy: set[str] = field(default_factory=set)  # a write or the markers in flight
+    # ids whose state is committed (below the high watermark at load, or stored since): a state
+    # replayed from the uncommitted tail a previous leader appended (a write it reported failed)
+    # may vanish with the next leader change, so no answer is given from it without a write
+    settled: set[str] = field(default_factory=set)
 
 
 def append_local(node: HandlerHost, tp: TopicPartition, records: bytes, timeout_ms: int) -> asyncio.Future[ErrorCode]:
@@ -251,13 +255,16 @@ class TxnCoordinator:
     def _load(self, p: int, r: Any) -> _Shard:
         """Replay the state partition this broker now leads; finish prepared transactions."""
         records: list[tuple[bytes | None, bytes | None]] = []
+        last_at: dict[bytes | None, int] = {}  # each id's last record
         off, log = r.log.log_start_offset, r.log
         try:
             while off < log.log_end_offset:
                 buf = log.read(off, 1 << 20)
                 nxt = off
                 for start, end, h in iter_batches(buf, validate=False):
-                    records.extend((rec.key, rec.value) for rec in decode_records(buf[start:end], validate=False))
+                    for rec in decode_records(buf[start:end], validate=False):
+                        records.append((rec.key, rec.value))
+                        last_at[rec.key] = rec.offset
                     nxt = h.next_offset
                 if nxt <= off:
                     break
@@ -265,6 +272,7 @@ class TxnCoordinator:
         except (OSError, BatchError) as e:
             self.log.error("%s-%d: replaying the transaction state stopped at offset %d: %s", STATE_TOPIC, p, off, e)
         shard = _Shard(r.leader_epoch, replay(records))
+        shard.settled = {k.decode("utf-8") for k, at in last_at.items() if k is not None and at < r.high_watermark}
         now = time.monotonic()
         self.log.info("%s-%d: loaded %d transactional ids (leader epoch %d)", STATE_TOPIC, p, len(shard.txns),
                       r.leader_epoch)
@@ -291,6 +299,7 @@ class TxnCoordinator:
         err = await append_local(self.node, TopicPartition(STATE_TOPIC, p), batch, 30000)
         if err is E.none and self._current(p, shard):
             shard.txns[meta.txn_id] = meta
+            shard.settled.add(meta.txn_id)
             if meta.state == ONGOING:
                 shard.started.setdefault(meta.txn_id, time.monotonic())
             else:
@@ -368,9 +377,9 @@ class TxnCoordinator:
         assert shard is not None
         parts = frozenset(partitions)
         if meta.state == ONGOING:
-            if parts <= meta.partitions:
+            if parts <= meta.partitions and txn_id in shard.settled:
                 return E.none
-            new = meta.to(ONGOING, partitions=meta.partitions | parts)
+            new = meta.to(ONGOING, partitions=meta.partitions | parts)  # or the same, stored again
         else:
             new = meta.to(ONGOING, partitions=parts, groups=frozenset())
         return await self._exclusive(shard, txn_id, self._store(p, shard, new))
@@ -382,7 +391,7 @@ class TxnCoordinator:
             return err
         assert shard is not None
         if meta.state == ONGOING:
-            if group in meta.groups:
+            if group in meta.groups and txn_id in shard.settled:
                 return E.none
             new = meta.to(ONGOING, groups=meta.groups | {group})
         else:
@@ -392,7 +401,7 @@ class TxnCoordinator:
     async def end_txn(self, txn_id: str, pid: int, epoch: int, commit: bool) -> ErrorCode:
         p, shard = self._shard(txn_id)
         if shard is not None and (meta0 := shard.txns.get(txn_id)) is not None and txn_id not in shard.busy \
-                and (meta0.producer_id, meta0.epoch) == (pid, epoch) \
+                and txn_id in shard.settled and (meta0.producer_id, meta0.epoch) == (pid, epoch) \
                 and meta0.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
             return E.none  # a retry of an EndTxn that completed
         err, meta = self._check(shard, txn_id, pid, epoch)

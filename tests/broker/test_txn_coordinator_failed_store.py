@@ -72,3 +72,23 @@ def test_a_store_that_failed_after_append_is_not_answered_from(monkeypatch):
     assert first is E.coordinator_not_available
     # the retry is a store again (failing here), not an answer from the failed record
     assert again is E.coordinator_not_available
+
+
+def test_a_new_leader_does_not_answer_from_the_uncommitted_tail_it_inherited(monkeypatch):
+    # the previous coordinator appended Ongoing[q-1] and reported the write failed; the next
+    # leader's log still holds it above the high watermark. The client's retry of
+    # AddPartitionsToTxn must be written (and so committed) before it is answered: answered
+    # from the tail, the client produced to q-1 for a transaction that vanished with the
+    # tail at the next leader change, so fencing aborted nothing and the next instance's
+    # commit committed the record (findings/2026-11-29-zombie-record-committed)
+    async def scenario() -> tuple[ErrorCode, int]:
+        c, log = coordinator([E.none, E.not_enough_replicas_after_append, E.none], monkeypatch)
+        err, pid, epoch = await c.init_producer_id("t", 60000, -1, -1)
+        assert await c.add_partitions("t", pid, epoch, [("q", 1)]) is E.coordinator_not_available
+        replica = c.node.broker.partitions[TopicPartition(tc.STATE_TOPIC, 0)]
+        replica.leader_epoch, replica.high_watermark = 3, 1  # a new leader: Empty committed, Ongoing not
+        retry = await c.add_partitions("t", pid, epoch, [("q", 1)])
+        return retry, log.log_end_offset
+
+    retry, records = asyncio.run(scenario())
+    assert retry is E.none and records == 3  # stored again, then answered
