@@ -22,7 +22,8 @@ the loss rules say of records.
 `check(events)` is a pure function of the history's events (any order of keys; the history's
 order of events), returning the checker result: `valid`, `anomaly_types`, `anomalies`,
 `anomaly_keys` (the groups each type was found in: a loss rule may allow it for some groups
-only, checkers/verdict.py) and `commits` / `resumes` counted.
+only, checkers/verdict.py), `anomaly_times` (the earliest resume that showed it, ns) and
+`commits` / `resumes` counted.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def check(events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     groups: dict[str, int] = {}
     for a in found:
         groups[a["group"]] = groups.get(a["group"], 0) + 1
+    times = [a["time"] for a in found if a.get("time") is not None]
     return {"valid": not found, "anomaly_types": sorted(anomalies), "anomalies": anomalies,
             "anomaly_counts": {LOST_COMMIT: len(found)} if found else {},
-            "anomaly_keys": {LOST_COMMIT: groups} if found else {}, "commits": commits, "resumes": resumes}
+            "anomaly_keys": {LOST_COMMIT: groups} if found else {},
+            "anomaly_times": {LOST_COMMIT: min(times)} if times else {}, "commits": commits, "resumes": resumes}

@@ -447,15 +447,19 @@ class ConfluentSender:
         self._ck = self._io._ck
         self.timeout = timeout
         self._client_id = client_id
-        self._ordered = acks == "all" and idempotent
+        self._ordered = bool(self._io._producer_conf["enable.idempotence"])  # an order to keep
         self._producer = self._io.producer
-        self._tag = f"{client_id}/{next(_PRODUCERS)}"
+        self._tag = self._new_tag()
         self._handed = 0  # records handed to the producer `_tag`, in produce() order
         self._given: dict[int, list[Any]] = {}  # value -> [tag, n], until asked (`given`)
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._poller = threading.Thread(target=self._serve, name=f"sender-{client_id}", daemon=True)
         self._poller.start()
+
+    def _new_tag(self) -> str:
+        """A name for the producer instance now in use, unique in this process."""
+        return f"{self._client_id}/{next(_PRODUCERS)}"
 
     def _serve(self) -> None:
         """Serve delivery reports until closed. A fatal error raised by `poll` (librdkafka
@@ -477,7 +481,7 @@ class ConfluentSender:
                 return
             self._io._producer = None
             self._producer = self._io.producer
-            self._tag, self._handed = f"{self._client_id}/{next(_PRODUCERS)}", 0
+            self._tag, self._handed = self._new_tag(), 0
         try:
             broken.purge()
             broken.flush(0)

@@ -577,8 +577,8 @@ class QueueWorkload(BaseWorkload):
 
 def merge_check(result: dict[str, Any], found: Mapping[str, Any], name: str, counts: Any) -> None:
     """Fold another check's result into the queue checker's: its anomalies join the others
-    (the verdict false), its counts go under `name`, and each of its types' first time joins
-    `anomaly_times` (its own, else the earliest `time` of its examples)."""
+    (the verdict false), its counts go under `name`, and its `anomaly_times` join the
+    result's (the first anomaly's time is the earliest of them all)."""
     result[name] = counts
     if found["valid"] is not False:
         return
@@ -587,11 +587,7 @@ def merge_check(result: dict[str, Any], found: Mapping[str, Any], name: str, cou
     result["anomalies"] = {**result.get("anomalies", {}), **found["anomalies"]}
     result["anomaly_counts"] = {**result.get("anomaly_counts", {}), **found["anomaly_counts"]}
     result["anomaly_keys"] = {**result.get("anomaly_keys", {}), **found["anomaly_keys"]}
-    times = dict(found.get("anomaly_times") or {})
-    for kind, examples in found["anomalies"].items():
-        seen = [a["time"] for a in examples if a.get("time") is not None]
-        if kind not in times and seen:
-            times[kind] = min(seen)
+    times = found["anomaly_times"]
     if times:
         result["anomaly_times"] = {**result.get("anomaly_times", {}), **times}
         result["first_anomaly_time"] = min(result["anomaly_times"].values())
