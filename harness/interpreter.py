@@ -24,8 +24,9 @@ Nemesis ops (process "nemesis") go to `nemesis(op)`, which records its own event
 A client op that has not returned after `op_timeout` s (a client library blocked in a call
 that has no deadline of its own) is abandoned: the executor journals its completion as
 `info` ("indeterminate: ... abandoned"), its process ends as after any `info`, and the thread
-goes on with a fresh worker; the abandoned worker's late answer is dropped and its client
-closed on that worker. Clients left at the end are closed in parallel, at most
+goes on with a fresh worker; the abandoned op's client is closed at once, on a thread of
+its own, while the op may still run in it (as the end of a stopped run closes clients), and
+the op's late answer is dropped. Clients left at the end are closed in parallel, at most
 `join_timeout` s in all: neither a hung op nor a hung close holds the run.
 
 Why here and not beside the loop on the ground floor: this executor opens clients, runs
@@ -36,7 +37,6 @@ generators).
 
 from __future__ import annotations
 
-import functools
 import queue
 import random
 import threading
@@ -65,7 +65,7 @@ POLL_S = 0.2  # the longest the loop waits at once: `stop` is noticed within it
 class _Worker:
     """One thread: runs the ops put in its inbox, journals client completions, reports each
     completion on `done`. None in the inbox ends it. `abandon()` (the op in flight took too
-    long) ends it too: its op's answer, when it comes, is dropped, and `on_dropped` runs."""
+    long) ends it too: its op's answer, when it comes, is dropped."""
 
     def __init__(
         self,
@@ -85,7 +85,6 @@ class _Worker:
         self.op: dict[str, Any] | None = None  # the op in flight
         self.since = 0.0  # monotonic s when it started
         self.abandoned = False
-        self.on_dropped: Callable[[], None] | None = None
         self.t = threading.Thread(target=self._loop, name=f"worker-{thread}", daemon=True)
         self.t.start()
 
@@ -113,8 +112,6 @@ class _Worker:
                 dropped = self.abandoned
                 self.op = None
             if dropped:
-                if self.on_dropped is not None:
-                    self.on_dropped()
                 return
             if self._journal:
                 ev = self._history.append(completion_event(op, answer))
@@ -258,9 +255,9 @@ class ThreadedExecutor:
         for thread, w in list(self.runners.items()):
             if thread == NEMESIS_THREAD or (op := w.abandon(self.op_timeout)) is None:
                 continue
+            # its client is closed beside the op still running in it (a close may hang too)
             stuck = self.pool.take(thread, op["process"])
-            w.on_dropped = functools.partial(_close_quietly, stuck)
-            w.inbox.put(None)
+            threading.Thread(target=_close_quietly, args=(stuck,), name="close-client", daemon=True).start()
             self.runners[thread] = self._client_worker(thread)
             answer = {"type": "info",
                       "error": f"indeterminate: the client did not return in {self.op_timeout:g} s (abandoned)"}
